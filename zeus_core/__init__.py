@@ -1,0 +1,62 @@
+"""Zeus Suite: measure and cut the energy of deep-learning training.
+
+Public classes are importable from here; they load on first use, so ``import zeus_core``
+imports neither torch nor any framework.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    # devices
+    "GPU": "zeus_core.device.base",
+    "CPU": "zeus_core.device.base",
+    "CpuEnergy": "zeus_core.device.base",
+    "PowerLimitConstraints": "zeus_core.device.base",
+    "SimulatedGPU": "zeus_core.device.simulated",
+    "VirtualClock": "zeus_core.device.simulated",
+    "PhysicalModel": "zeus_core.device.simulated",
+    "MeasuredProfile": "zeus_core.device.simulated",
+    "simulate_steps": "zeus_core.device.simulated",
+    "get_gpus": "zeus_core.device.discovery",
+    "get_cpus": "zeus_core.device.discovery",
+    # measurement
+    "ZeusMonitor": "zeus_core.monitor.energy",
+    "WindowHandle": "zeus_core.monitor.energy",
+    "Measurement": "zeus_core.monitor.measurement",
+    "PowerMonitor": "zeus_core.monitor.power",
+    # training protocol and ranks
+    "TrainingProtocol": "zeus_core.callback",
+    "TrainingCallback": "zeus_core.callback",
+    "CallbackList": "zeus_core.callback",
+    "JobMeasurement": "zeus_core.distributed",
+    "reduce_measurement": "zeus_core.distributed",
+    # errors
+    "ZeusError": "zeus_core.exceptions",
+    "ZeusConfigError": "zeus_core.exceptions",
+    "ZeusDeviceNotFoundError": "zeus_core.exceptions",
+    "ZeusWindowError": "zeus_core.exceptions",
+    "ZeusProfileError": "zeus_core.exceptions",
+    "ZeusPermissionError": "zeus_core.exceptions",
+    "ZeusDeviceError": "zeus_core.exceptions",
+    "ZeusNotSupportedError": "zeus_core.exceptions",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'zeus_core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

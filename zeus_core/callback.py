@@ -1,0 +1,97 @@
+"""The training protocol: the only contract between framework adapters and the core.
+
+Adapters (Lightning, Hugging Face, Accelerate, pipeline hooks) translate their framework's
+events into these six calls; optimizers and measurers implement them. Any object with these
+methods works (structural typing); :class:`TrainingCallback` gives no-op defaults to subclass.
+
+Order of events for one fit::
+
+    on_train_begin
+      on_epoch_begin
+        on_step_begin, on_step_end      (once per optimizer step, not per micro-batch)
+        ...
+      on_epoch_end
+      ...
+    on_train_end                        (exactly once, also when training fails)
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Protocol, runtime_checkable
+
+__all__ = ["TrainingProtocol", "TrainingCallback", "CallbackList"]
+
+
+@runtime_checkable
+class TrainingProtocol(Protocol):
+    """What an adapter drives. Steps are optimizer steps."""
+
+    def on_train_begin(self) -> None: ...
+    def on_epoch_begin(self) -> None: ...
+    def on_step_begin(self) -> None: ...
+    def on_step_end(self) -> None: ...
+    def on_epoch_end(self) -> None: ...
+    def on_train_end(self) -> None: ...
+
+
+class TrainingCallback:
+    """Base class with a no-op for every event; override the ones you need."""
+
+    def on_train_begin(self) -> None:
+        """Training starts (before the first epoch)."""
+
+    def on_epoch_begin(self) -> None:
+        """A training epoch starts."""
+
+    def on_step_begin(self) -> None:
+        """An optimizer step starts (before its first micro-batch)."""
+
+    def on_step_end(self) -> None:
+        """An optimizer step ended (after ``optimizer.step()``)."""
+
+    def on_epoch_end(self) -> None:
+        """A training epoch ended."""
+
+    def on_train_end(self) -> None:
+        """Training ended, normally or by an exception. Restore anything you changed."""
+
+
+class CallbackList(TrainingCallback):
+    """Fans every event out to several protocol objects, in order (reverse order for ``*_end``).
+
+    ``on_train_end`` reaches every callback even if one of them raises; the first error is
+    re-raised afterwards.
+    """
+
+    def __init__(self, callbacks: Iterable[TrainingProtocol]) -> None:
+        self.callbacks = list(callbacks)
+
+    def on_train_begin(self) -> None:
+        for cb in self.callbacks:
+            cb.on_train_begin()
+
+    def on_epoch_begin(self) -> None:
+        for cb in self.callbacks:
+            cb.on_epoch_begin()
+
+    def on_step_begin(self) -> None:
+        for cb in self.callbacks:
+            cb.on_step_begin()
+
+    def on_step_end(self) -> None:
+        for cb in reversed(self.callbacks):
+            cb.on_step_end()
+
+    def on_epoch_end(self) -> None:
+        for cb in reversed(self.callbacks):
+            cb.on_epoch_end()
+
+    def on_train_end(self) -> None:
+        error: BaseException | None = None
+        for cb in reversed(self.callbacks):
+            try:
+                cb.on_train_end()
+            except BaseException as e:  # every callback must get the chance to restore its state
+                error = error or e
+        if error is not None:
+            raise error

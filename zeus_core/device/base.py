@@ -1,0 +1,185 @@
+"""The one hardware interface that everything above ``zeus_core.device`` talks to.
+
+Units everywhere: watts (W), joules (J), seconds (s), megahertz (MHz). Backends convert
+from their vendor's units (mW, mJ, µJ) at their boundary and nowhere else.
+
+Device indices are the ones the user sees: GPU ``0`` is the first GPU in
+``CUDA_VISIBLE_DEVICES`` (or ``HIP_VISIBLE_DEVICES``), the same device as ``cuda:0`` in PyTorch.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Callable
+
+__all__ = ["Clock", "PowerLimitConstraints", "GPU", "CpuEnergy", "CPU", "wall_clock"]
+
+Clock = Callable[[], float]
+"""A function returning the current time in seconds."""
+
+wall_clock: Clock = time.time
+"""The default clock: wall-clock seconds since the epoch (comparable across processes)."""
+
+
+@dataclass(frozen=True)
+class PowerLimitConstraints:
+    """Power-limit range of a GPU.
+
+    Attributes:
+        min_w: Lowest settable power limit, W.
+        max_w: Highest settable power limit, W.
+        default_w: The limit the GPU boots with, W.
+    """
+
+    min_w: float
+    max_w: float
+    default_w: float
+
+
+class GPU(ABC):
+    """One GPU.
+
+    Attributes:
+        index: The index the user sees (``cuda:<index>``).
+        vendor: ``"nvidia"``, ``"amd"`` or ``"simulated"``.
+    """
+
+    vendor: str = "unknown"
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    @property
+    def simulated(self) -> bool:
+        """Whether this GPU is simulated rather than real hardware."""
+        return False
+
+    @property
+    def clock(self) -> Clock:
+        """The clock this device's readings refer to (wall-clock seconds for real hardware)."""
+        return wall_clock
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """Product name, e.g. ``"NVIDIA A40"``."""
+
+    @property
+    @abstractmethod
+    def uuid(self) -> str:
+        """Unique identifier, e.g. ``"GPU-5f0b…"``."""
+
+    @abstractmethod
+    def power_limit_constraints(self) -> PowerLimitConstraints:
+        """Min, max and default power limit, W."""
+
+    @abstractmethod
+    def get_power_limit(self) -> float:
+        """Current power limit, W."""
+
+    @abstractmethod
+    def set_power_limit(self, watts: float) -> None:
+        """Set the power limit, W. Needs admin rights on real GPUs.
+
+        Raises:
+            ZeusConfigError: ``watts`` is outside :meth:`power_limit_constraints`.
+            ZeusPermissionError: The process may not change the limit.
+        """
+
+    def reset_power_limit(self) -> None:
+        """Restore the default power limit."""
+        self.set_power_limit(self.power_limit_constraints().default_w)
+
+    @abstractmethod
+    def check_control_permission(self) -> None:
+        """Verify, without changing anything, that this process may set limits and clocks.
+
+        Raises:
+            ZeusPermissionError: With the message that says how to grant the permission.
+        """
+
+    @abstractmethod
+    def supported_memory_frequencies(self) -> list[int]:
+        """Supported memory clocks, MHz, highest first."""
+
+    @abstractmethod
+    def supported_sm_frequencies(self, memory_mhz: int | None = None) -> list[int]:
+        """Supported SM (graphics) clocks, MHz, highest first, at ``memory_mhz`` (default: highest)."""
+
+    @abstractmethod
+    def set_locked_sm_frequency(self, min_mhz: int, max_mhz: int | None = None) -> None:
+        """Lock the SM clock into ``[min_mhz, max_mhz]`` (``max_mhz`` defaults to ``min_mhz``), MHz."""
+
+    @abstractmethod
+    def reset_locked_sm_frequency(self) -> None:
+        """Let the driver choose the SM clock again."""
+
+    @property
+    @abstractmethod
+    def has_energy_counter(self) -> bool:
+        """Whether :meth:`get_total_energy` reads a hardware counter (NVIDIA Volta and newer)."""
+
+    @abstractmethod
+    def get_total_energy(self) -> float:
+        """Energy consumed since an arbitrary origin (e.g. driver load), J.
+
+        Raises:
+            ZeusNotSupportedError: The GPU has no energy counter; sample :meth:`get_power` instead.
+        """
+
+    @abstractmethod
+    def get_power(self) -> float:
+        """Instantaneous power draw, W."""
+
+    def describe(self) -> str:
+        """One line naming the device, e.g. ``"GPU 0: NVIDIA A40 (simulated)"``."""
+        suffix = " (simulated)" if self.simulated and "simulated" not in self.name else ""
+        return f"GPU {self.index}: {self.name}{suffix}"
+
+
+@dataclass(frozen=True)
+class CpuEnergy:
+    """A reading of a CPU package's energy counters, J since an arbitrary origin.
+
+    Attributes:
+        cpu_j: Package energy, J.
+        dram_j: DRAM energy, J, or ``None`` where the package has no DRAM domain.
+    """
+
+    cpu_j: float
+    dram_j: float | None
+
+
+class CPU(ABC):
+    """One CPU package (socket), with its DRAM where the platform meters it."""
+
+    vendor: str = "unknown"
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    @property
+    def simulated(self) -> bool:
+        """Whether this CPU is simulated."""
+        return False
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """Name of the package, e.g. ``"package-0"``."""
+
+    @property
+    @abstractmethod
+    def has_dram(self) -> bool:
+        """Whether the DRAM of this package is metered."""
+
+    @abstractmethod
+    def get_energy(self) -> CpuEnergy:
+        """Read the package (and DRAM) energy counters, J. Counter wraparound is handled."""
+
+    def describe(self) -> str:
+        """One line naming the device."""
+        dram = " + DRAM" if self.has_dram else ""
+        return f"CPU {self.index}: {self.name}{dram}"

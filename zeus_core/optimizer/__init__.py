@@ -1,0 +1,1 @@
+"""Optimizers: GPU power limit, batch size, and Perseus pipeline frequencies."""
