@@ -16,3 +16,22 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"measured data not found at {SHARED_DATA} (the shared/ folder beside the repo)")
     return SHARED_DATA
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now (for torch.distributed rendezvous)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun_command(script: str | Path, *args: str, nproc: int = 2) -> list[str]:
+    """A ``torch.distributed.run`` command line for ``nproc`` local processes on a free port."""
+    import sys
+
+    return [
+        sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc),
+        "--master-addr", "127.0.0.1", "--master-port", str(free_port()), str(script), *args,
+    ]

@@ -27,7 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The argument parser; only ``command``'s module is imported (all of them when ``None``)."""
+    """The argument parser; only ``command``'s module is imported (none for the top-level help)."""
     parser = argparse.ArgumentParser(
         prog="zeus-suite", description="Measure and cut the energy of deep-learning training."
     )
@@ -36,7 +36,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub.required = True
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        if command is None or command == name:
+        if command == name:
             importlib.import_module(module).add_arguments(p)
     return parser
 

@@ -1,0 +1,303 @@
+"""TrainingTracker: measures a training run through the training protocol.
+
+Framework adapters (Lightning, Hugging Face, Accelerate) drive one :class:`TrainingTracker`
+with the six protocol events; it measures the whole run, every epoch and (optionally) every
+N-th optimizer step with a :class:`~zeus_core.monitor.energy.ZeusMonitor`, sums the energy over
+ranks, turns the results into metric dictionaries with fixed keys, and forwards every event to
+the optimizers it was given. All measurement and aggregation logic lives here, so adapters only
+translate events and log dictionaries.
+
+Metric keys (J, s, W) — see :func:`metric_key`:
+
+* per epoch: ``energy/epoch_j``, ``time/epoch_s``, ``power/avg_w``, and per device
+  ``energy/epoch_<device>_j`` (``gpu0``, ``cpu0``, ``dram0``; ``rank1_gpu0`` under torch.distributed);
+* per logged step: ``energy/step_j``, ``time/step_s``, ``power/step_avg_w``;
+* for the whole run: ``energy/train_j``, ``time/train_s``, ``power/train_avg_w``,
+  ``energy/train_gpu_j``, ``energy/train_cpu_j``, ``energy/train_dram_j``.
+
+Every dictionary also holds ``simulated`` (1.0 when a simulated device was measured) and
+``estimated`` (1.0 when some GPU energy came from sampled power).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from zeus_core import distributed
+from zeus_core.callback import CallbackList, TrainingCallback, TrainingProtocol
+from zeus_core.exceptions import ZeusConfigError
+from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.monitor.measurement import Measurement
+
+__all__ = ["TrainingTracker", "metric_key"]
+
+logger = logging.getLogger(__name__)
+
+_STATE_VERSION = 1
+
+
+def metric_key(quantity: str, scope: str, device: str | None = None) -> str:
+    """The one place metric names are made.
+
+    Args:
+        quantity: ``"energy"``, ``"time"`` or ``"power"``.
+        scope: ``"epoch"``, ``"step"`` or ``"train"``.
+        device: A device label such as ``"gpu0"`` for per-device energy, or a device kind
+            (``"gpu"``, ``"cpu"``, ``"dram"``) for per-kind totals.
+    """
+    unit = {"energy": "j", "time": "s", "power": "w"}[quantity]
+    if quantity == "power":
+        return "power/avg_w" if scope == "epoch" else f"power/{scope}_avg_w"
+    middle = f"{scope}_{device}" if device else scope
+    return f"{quantity}/{middle}_{unit}"
+
+
+@dataclass
+class _Totals:
+    """Sum of several measurements of one rank (segments of a paused window), J and s."""
+
+    time: float = 0.0
+    devices: dict[str, float] = field(default_factory=dict)
+    estimated: bool = False
+    simulated: bool = False
+
+    def add(self, m: Measurement) -> None:
+        self.time += m.time
+        for kind, energies in (("gpu", m.gpu_energy), ("cpu", m.cpu_energy), ("dram", m.dram_energy)):
+            for idx, joules in energies.items():
+                label = f"{kind}{idx}"
+                self.devices[label] = self.devices.get(label, 0.0) + joules
+        self.estimated |= m.estimated
+        self.simulated |= m.simulated
+
+
+class TrainingTracker(TrainingCallback):
+    """Measures a training run and forwards protocol events to optimizers.
+
+    Args:
+        monitor: The monitor measuring this process's devices.
+        optimizers: Protocol objects (e.g. ``GlobalPowerLimitOptimizer``) that receive every event.
+            Begin events reach them after the tracker opened its windows; end events before the
+            tracker closes them, so their own windows nest inside the tracker's.
+        log_every_n_steps: Measure every N-th optimizer step (``None``: no step windows).
+
+    Example:
+        >>> tracker = TrainingTracker(ZeusMonitor(gpus=[...]))  # doctest: +SKIP
+        >>> tracker.on_train_begin(); tracker.on_epoch_begin()  # doctest: +SKIP
+        >>> ...; tracker.on_epoch_end(); tracker.epoch_metrics["energy/epoch_j"]  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        monitor: ZeusMonitor,
+        optimizers: Sequence[TrainingProtocol] = (),
+        log_every_n_steps: int | None = None,
+    ) -> None:
+        if log_every_n_steps is not None and log_every_n_steps < 1:
+            raise ZeusConfigError(
+                f"TrainingTracker(log_every_n_steps={log_every_n_steps}): use a positive step count or None."
+            )
+        for opt in optimizers:
+            if not isinstance(opt, TrainingProtocol):
+                raise ZeusConfigError(
+                    f"{type(opt).__name__} does not implement the training protocol (on_train_begin, "
+                    "on_epoch_begin, on_step_begin, on_step_end, on_epoch_end, on_train_end)."
+                )
+        self.monitor = monitor
+        self.optimizers = CallbackList(optimizers)
+        self.log_every_n_steps = log_every_n_steps
+        self.epochs_done = 0
+        self.steps_done = 0
+        self.epoch_metrics: dict[str, float] = {}
+        self.step_metrics: dict[str, float] = {}
+        self.train_metrics: dict[str, float] = {}
+        self._prior = _Totals()  # totals from before a checkpoint resume
+        self._train = _Totals()
+        self._epoch = _Totals()
+        self._paused = False
+        self._in_train = False
+        self._in_epoch = False
+        self._step_open = False
+        self._segment = 0
+
+    # -- window helpers ---------------------------------------------------------------------------
+    def _name(self, scope: str) -> str:
+        return f"zeus_suite.{scope}.{id(self)}.{self._segment}"
+
+    def pause(self) -> None:
+        """Stop counting (e.g. during validation); :meth:`resume` continues the same windows."""
+        if self._paused or not self._in_train:
+            return
+        self._train.add(self.monitor.end_window(self._name("train")))
+        if self._in_epoch:
+            self._epoch.add(self.monitor.end_window(self._name("epoch")))
+        self._paused = True
+
+    def resume(self) -> None:
+        """Continue counting after :meth:`pause`."""
+        if not self._paused:
+            return
+        self._paused = False
+        self._segment += 1
+        self.monitor.begin_window(self._name("train"))
+        if self._in_epoch:
+            self.monitor.begin_window(self._name("epoch"))
+
+    @property
+    def paused(self) -> bool:
+        """Whether counting is paused."""
+        return self._paused
+
+    # -- protocol -----------------------------------------------------------------------------------
+    def on_train_begin(self) -> None:
+        self._train = _Totals()
+        self._paused = False
+        self._segment += 1
+        self.monitor.begin_window(self._name("train"))
+        self._in_train = True
+        self.optimizers.on_train_begin()
+
+    def on_epoch_begin(self) -> None:
+        was_paused = self._paused
+        self.resume()
+        self._epoch = _Totals()
+        self.monitor.begin_window(self._name("epoch"))
+        self._in_epoch = True
+        if was_paused:
+            self.pause()
+        self.optimizers.on_epoch_begin()
+
+    def on_step_begin(self) -> None:
+        if self.log_every_n_steps and (self.steps_done + 1) % self.log_every_n_steps == 0 and not self._paused:
+            self.monitor.begin_window(self._name("step"))
+            self._step_open = True
+        self.optimizers.on_step_begin()
+
+    def on_step_end(self) -> None:
+        self.optimizers.on_step_end()
+        self.steps_done += 1
+        self.step_metrics = {}
+        if self._step_open:
+            self._step_open = False
+            step = _Totals()
+            step.add(self.monitor.end_window(self._name("step")))
+            self.step_metrics = self._metrics(step, "step")
+
+    def on_epoch_end(self) -> None:
+        self.optimizers.on_epoch_end()
+        if not self._in_epoch:
+            return
+        self._in_epoch = False
+        if not self._paused:
+            self._epoch.add(self.monitor.end_window(self._name("epoch")))
+        self.epochs_done += 1
+        self.epoch_metrics = self._metrics(self._epoch, "epoch")
+        logger.info(
+            "Epoch %d: %.1f J in %.2f s (%.1f W)%s", self.epochs_done, self.epoch_metrics["energy/epoch_j"],
+            self.epoch_metrics["time/epoch_s"], self.epoch_metrics["power/avg_w"],
+            " [simulated]" if self.epoch_metrics["simulated"] else "",
+        )
+
+    def on_train_end(self) -> None:
+        try:
+            if self._in_train:
+                self._in_train = False
+                if self._step_open:
+                    self.monitor.end_window(self._name("step"), cancel=True)
+                    self._step_open = False
+                if self._in_epoch:  # training failed mid-epoch: close it without counting an epoch
+                    self._in_epoch = False
+                    if not self._paused:
+                        self.monitor.end_window(self._name("epoch"), cancel=True)
+                if not self._paused:
+                    self._train.add(self.monitor.end_window(self._name("train")))
+                self._paused = False
+                total = _Totals()
+                for part in (self._prior, self._train):
+                    total.time += part.time
+                    for k, v in part.devices.items():
+                        total.devices[k] = total.devices.get(k, 0.0) + v
+                    total.estimated |= part.estimated
+                    total.simulated |= part.simulated
+                self.train_metrics = self._metrics(total, "train")
+        finally:
+            self.optimizers.on_train_end()
+
+    # -- results -------------------------------------------------------------------------------------
+    def _metrics(self, totals: _Totals, scope: str) -> dict[str, float]:
+        """Sum over ranks and name the numbers. Every rank must call this at the same point."""
+        world = distributed.world_size()
+        if world > 1:
+            gathered = distributed.all_gather_object(
+                (totals.time, totals.devices, totals.estimated, totals.simulated)
+            )
+        else:
+            gathered = [(totals.time, totals.devices, totals.estimated, totals.simulated)]
+        time_s = max(g[0] for g in gathered)
+        per_device: dict[str, float] = {}
+        for rank, (_, devices, _, _) in enumerate(gathered):
+            for label, joules in devices.items():
+                per_device[f"rank{rank}_{label}" if world > 1 else label] = joules
+        energy = sum(per_device.values())
+        out = {
+            metric_key("energy", scope): energy,
+            metric_key("time", scope): time_s,
+            metric_key("power", scope): energy / time_s if time_s > 0 else 0.0,
+            "simulated": float(any(g[3] for g in gathered)),
+            "estimated": float(any(g[2] for g in gathered)),
+        }
+        if scope == "train":
+            for kind in ("gpu", "cpu", "dram"):
+                out[metric_key("energy", scope, kind)] = sum(  # per device kind, J
+                    (v for k, v in per_device.items() if k.split("_")[-1].startswith(kind)), 0.0
+                )
+        elif scope == "epoch":
+            for label, joules in per_device.items():
+                out[metric_key("energy", scope, label)] = joules
+        return out
+
+    # -- checkpointing -------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-safe state: totals so far and each optimizer's state (where it has one)."""
+        done = _Totals()
+        for part in (self._prior, self._train):
+            done.time += part.time
+            for k, v in part.devices.items():
+                done.devices[k] = done.devices.get(k, 0.0) + v
+        if self._in_train and not self._paused:  # include the running window so far
+            live = self.monitor.read_window(self._name("train"))
+            running = _Totals()
+            running.add(live)
+            done.time += running.time
+            for k, v in running.devices.items():
+                done.devices[k] = done.devices.get(k, 0.0) + v
+        return {
+            "version": _STATE_VERSION,
+            "epochs_done": self.epochs_done,
+            "steps_done": self.steps_done,
+            "time_s": done.time,
+            "energy_j": done.devices,
+            "optimizers": [
+                opt.state_dict() if hasattr(opt, "state_dict") else None for opt in self.optimizers.callbacks
+            ],
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from a :meth:`state_dict`: totals carry on; optimizers get their own state back."""
+        version = state.get("version")
+        if version != _STATE_VERSION:
+            logger.warning("TrainingTracker state has version %r (expected %d); loading what matches.",
+                           version, _STATE_VERSION)
+        self.epochs_done = int(state.get("epochs_done", 0))
+        self.steps_done = int(state.get("steps_done", 0))
+        self._prior = _Totals(time=float(state.get("time_s", 0.0)),
+                              devices={k: float(v) for k, v in state.get("energy_j", {}).items()})
+        saved = state.get("optimizers", [])
+        for opt, opt_state in zip(self.optimizers.callbacks, saved):
+            if opt_state is not None and hasattr(opt, "load_state_dict"):
+                opt.load_state_dict(opt_state)
+        if len(saved) != len(self.optimizers.callbacks):
+            logger.warning("Checkpoint holds state for %d optimizers, this tracker drives %d.",
+                           len(saved), len(self.optimizers.callbacks))
