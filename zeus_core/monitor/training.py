@@ -200,7 +200,13 @@ class TrainingTracker(TrainingCallback):
             " [simulated]" if self.epoch_metrics["simulated"] else "",
         )
 
-    def on_train_end(self) -> None:
+    def on_train_end(self, failed: bool = False) -> None:
+        """End the run (exactly once, also on failure).
+
+        Args:
+            failed: Training ended by an exception. Then other ranks may never reach this point,
+                so ``train_metrics`` holds this rank's own figures and no collective is called.
+        """
         try:
             if self._in_train:
                 self._in_train = False
@@ -221,14 +227,14 @@ class TrainingTracker(TrainingCallback):
                         total.devices[k] = total.devices.get(k, 0.0) + v
                     total.estimated |= part.estimated
                     total.simulated |= part.simulated
-                self.train_metrics = self._metrics(total, "train")
+                self.train_metrics = self._metrics(total, "train", local=failed)
         finally:
             self.optimizers.on_train_end()
 
     # -- results -------------------------------------------------------------------------------------
-    def _metrics(self, totals: _Totals, scope: str) -> dict[str, float]:
-        """Sum over ranks and name the numbers. Every rank must call this at the same point."""
-        world = distributed.world_size()
+    def _metrics(self, totals: _Totals, scope: str, local: bool = False) -> dict[str, float]:
+        """Sum over ranks and name the numbers. Every rank must call this at the same point (unless ``local``)."""
+        world = 1 if local else distributed.world_size()
         if world > 1:
             gathered = distributed.all_gather_object(
                 (totals.time, totals.devices, totals.estimated, totals.simulated)
@@ -260,7 +266,12 @@ class TrainingTracker(TrainingCallback):
 
     # -- checkpointing -------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """JSON-safe state: totals so far and each optimizer's state (where it has one)."""
+        """JSON-safe state: totals so far and each optimizer's state (where it has one).
+
+        Under torch.distributed every rank must call this at the same point: ``"ranks"`` holds every
+        rank's own totals (each rank measures only its devices), so a resumed job adds each rank's
+        prior energy exactly once (see :meth:`load_state_dict`).
+        """
         done = _Totals()
         for part in (self._prior, self._train):
             done.time += part.time
@@ -273,12 +284,15 @@ class TrainingTracker(TrainingCallback):
             done.time += running.time
             for k, v in running.devices.items():
                 done.devices[k] = done.devices.get(k, 0.0) + v
+        own = {"time_s": done.time, "energy_j": done.devices}
+        ranks = distributed.all_gather_object(own) if distributed.world_size() > 1 else [own]
         return {
             "version": _STATE_VERSION,
             "epochs_done": self.epochs_done,
             "steps_done": self.steps_done,
             "time_s": done.time,
             "energy_j": done.devices,
+            "ranks": ranks,
             "optimizers": [
                 opt.state_dict() if hasattr(opt, "state_dict") else None for opt in self.optimizers.callbacks
             ],
@@ -292,8 +306,7 @@ class TrainingTracker(TrainingCallback):
                            version, _STATE_VERSION)
         self.epochs_done = int(state.get("epochs_done", 0))
         self.steps_done = int(state.get("steps_done", 0))
-        self._prior = _Totals(time=float(state.get("time_s", 0.0)),
-                              devices={k: float(v) for k, v in state.get("energy_j", {}).items()})
+        self._prior = _prior_of_this_rank(state)
         saved = state.get("optimizers", [])
         for opt, opt_state in zip(self.optimizers.callbacks, saved):
             if opt_state is not None and hasattr(opt, "load_state_dict"):
@@ -301,3 +314,26 @@ class TrainingTracker(TrainingCallback):
         if len(saved) != len(self.optimizers.callbacks):
             logger.warning("Checkpoint holds state for %d optimizers, this tracker drives %d.",
                            len(saved), len(self.optimizers.callbacks))
+
+
+def _prior_of_this_rank(state: dict[str, Any]) -> _Totals:
+    """This rank's share of the totals in a checkpoint (J, s).
+
+    Same world size: each rank continues its own totals. Otherwise the saved totals are merged
+    into global rank 0 (per device label) and other ranks start from zero, so the job total is
+    still counted exactly once.
+    """
+    entries = state.get("ranks") or [{"time_s": state.get("time_s", 0.0), "energy_j": state.get("energy_j", {})}]
+    world, rank = distributed.world_size(), distributed.rank()
+    if len(entries) == world:
+        mine = [entries[rank]]
+    else:
+        logger.warning("Checkpoint totals come from %d rank(s), this job has %d; rank 0 carries them on.",
+                       len(entries), world)
+        mine = entries if rank == 0 else []
+    prior = _Totals()
+    for entry in mine:
+        prior.time = max(prior.time, float(entry.get("time_s", 0.0)))
+        for label, joules in entry.get("energy_j", {}).items():
+            prior.devices[label] = prior.devices.get(label, 0.0) + float(joules)
+    return prior

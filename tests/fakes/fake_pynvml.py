@@ -1,0 +1,431 @@
+"""A faithful fake of ``pynvml`` (nvidia-ml-py) for tests and benchmarks without a GPU.
+
+:class:`FakeNVML` is a module object: put it in ``sys.modules["pynvml"]`` (``with fake.install():``
+or ``fake.patch(monkeypatch)``) and code that does ``import pynvml`` talks to it. It exposes the
+real NVML function names that Zeus Suite and the published ``zeus`` package call, the real
+``NVML_*`` constants and the real ``NVMLError`` classes (taken from the installed nvidia-ml-py, so
+``.value`` codes, ``NVMLError_NoPermission`` and ``nvmlExceptionClass`` are the genuine ones).
+
+Behaviour, as on real hardware:
+
+- units are NVML's: power and limits in mW, energy in mJ, clocks in MHz;
+- each GPU's energy counter advances by its power draw x time on the fake's clock
+  (``clock=``, wall-clock by default); the draw is ``power_w`` capped by the power limit;
+- ``nvmlDeviceGetTotalEnergyConsumption`` raises ``NotSupported`` before Volta;
+- setters raise ``NoPermission`` unless ``root=True``; out-of-range limits and clocks raise
+  ``InvalidArgument``; calls before ``nvmlInit`` raise ``Uninitialized``;
+- ``library_found=False`` / ``driver_loaded=False`` make ``nvmlInit`` fail like a machine
+  without the driver.
+
+``calls`` counts calls per function name. ``instant=True`` makes the energy counter advance by
+a fixed step per read without consulting the clock, for benchmarks that must see the caller's
+cost rather than the fake's.
+
+Example:
+    >>> fake = FakeNVML([FakeGPUSpec.a40(), FakeGPUSpec.a40()], clock=VirtualClock())
+    >>> with fake.install():
+    ...     from zeus_core.device.nvidia import nvidia_gpus
+    ...     gpus = nvidia_gpus(environ={})
+    >>> len(gpus)
+    2
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import types
+import uuid as _uuid
+from collections import defaultdict
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+import pynvml as _real
+
+__all__ = ["FakeGPUSpec", "FakeNVML", "VirtualClock"]
+
+NVMLError = _real.NVMLError
+_ARCH = {name: getattr(_real, name) for name in dir(_real) if name.startswith("NVML_DEVICE_ARCH_")}
+
+
+class VirtualClock:
+    """A manual clock for the fake, s."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = float(start)
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        """Move time forward by ``seconds``."""
+        self.now += seconds
+
+
+def _clocks(high: int, low: int, step: int) -> list[int]:
+    return list(range(high, low - 1, -step))
+
+
+@dataclass
+class FakeGPUSpec:
+    """One fake GPU: identity, architecture, power behaviour and clock tables.
+
+    Attributes:
+        name: Product name NVML reports.
+        arch: ``NVML_DEVICE_ARCH_*`` value; below Volta there is no energy counter.
+        min_limit_w / max_limit_w / default_limit_w: Power-limit constraints, W.
+        power_w: Power the GPU draws (before the limit caps it), W.
+        memory_clocks_mhz: Supported memory clocks, MHz.
+        sm_clocks_mhz: Supported graphics clocks at every memory clock, MHz.
+        uuid: ``GPU-…`` UUID (derived from the name and position when ``None``).
+        instant_power_field: Whether ``NVML_FI_DEV_POWER_INSTANT`` answers (newer drivers).
+        power_limit_settable: ``False`` makes the limit setter raise ``NotSupported``.
+        energy_start_j: Counter value at creation, J.
+    """
+
+    name: str = "NVIDIA A40"
+    arch: int = _real.NVML_DEVICE_ARCH_AMPERE
+    min_limit_w: float = 100.0
+    max_limit_w: float = 300.0
+    default_limit_w: float = 300.0
+    power_w: float = 250.0
+    memory_clocks_mhz: list[int] = field(default_factory=lambda: [7251, 5001, 810, 405])
+    sm_clocks_mhz: list[int] = field(default_factory=lambda: _clocks(1740, 210, 15))
+    uuid: str | None = None
+    instant_power_field: bool = True
+    power_limit_settable: bool = True
+    energy_start_j: float = 123456.0
+
+    @classmethod
+    def a40(cls, **kw: Any) -> "FakeGPUSpec":
+        """NVIDIA A40 (Ampere, 100-300 W)."""
+        return cls(**kw)
+
+    @classmethod
+    def a100(cls, **kw: Any) -> "FakeGPUSpec":
+        """NVIDIA A100-SXM4-40GB (Ampere, 100-400 W)."""
+        base = dict(name="NVIDIA A100-SXM4-40GB", max_limit_w=400.0, default_limit_w=400.0, power_w=330.0,
+                    memory_clocks_mhz=[1215], sm_clocks_mhz=_clocks(1410, 210, 15))
+        return cls(**{**base, **kw})
+
+    @classmethod
+    def h100(cls, **kw: Any) -> "FakeGPUSpec":
+        """NVIDIA H100 80GB HBM3 (Hopper, 200-700 W)."""
+        base = dict(name="NVIDIA H100 80GB HBM3", arch=_real.NVML_DEVICE_ARCH_HOPPER, min_limit_w=200.0,
+                    max_limit_w=700.0, default_limit_w=700.0, power_w=560.0, memory_clocks_mhz=[2619],
+                    sm_clocks_mhz=_clocks(1980, 345, 15))
+        return cls(**{**base, **kw})
+
+    @classmethod
+    def v100(cls, **kw: Any) -> "FakeGPUSpec":
+        """Tesla V100-SXM2-32GB (Volta, the first with an energy counter)."""
+        base = dict(name="Tesla V100-SXM2-32GB", arch=_real.NVML_DEVICE_ARCH_VOLTA, min_limit_w=150.0,
+                    max_limit_w=300.0, default_limit_w=300.0, power_w=240.0, memory_clocks_mhz=[877],
+                    sm_clocks_mhz=_clocks(1530, 135, 15), instant_power_field=False)
+        return cls(**{**base, **kw})
+
+    @classmethod
+    def p100(cls, **kw: Any) -> "FakeGPUSpec":
+        """Tesla P100-PCIE-16GB (Pascal: no energy counter, no instant-power field)."""
+        base = dict(name="Tesla P100-PCIE-16GB", arch=_real.NVML_DEVICE_ARCH_PASCAL, min_limit_w=125.0,
+                    max_limit_w=250.0, default_limit_w=250.0, power_w=150.0, memory_clocks_mhz=[715],
+                    sm_clocks_mhz=_clocks(1328, 544, 13), instant_power_field=False)
+        return cls(**{**base, **kw})
+
+
+class FakeDevice:
+    """A fake GPU's state; also the opaque handle NVML returns for it."""
+
+    def __init__(self, spec: FakeGPUSpec, index: int, now: float) -> None:
+        self.spec = spec
+        self.index = index
+        self.uuid = spec.uuid or f"GPU-{_uuid.uuid5(_uuid.NAMESPACE_DNS, f'{spec.name}-{index}')}"
+        self.power_limit_mw = int(spec.default_limit_w * 1000)
+        self.power_w = spec.power_w
+        self.locked_clocks: tuple[int, int] | None = None
+        self.has_counter = spec.arch >= _real.NVML_DEVICE_ARCH_VOLTA
+        self.energy_mj = spec.energy_start_j * 1000.0
+        self.instant_mj = int(self.energy_mj)  # the counter in instant mode (see FakeNVML)
+        self._last = now
+
+    def draw_w(self) -> float:
+        """Current draw, W: ``power_w`` capped by the power limit."""
+        return min(self.power_w, self.power_limit_mw / 1000.0)
+
+    def accumulate(self, now: float) -> None:
+        """Advance the energy counter to ``now``."""
+        self.energy_mj += self.draw_w() * (now - self._last) * 1000.0
+        self._last = now
+
+    def __repr__(self) -> str:
+        return f"<FakeDevice {self.index} {self.spec.name}>"
+
+
+class _Value:
+    __slots__ = ("uiVal", "ullVal", "dVal", "sllVal", "ulVal")
+
+    def __init__(self, v: int) -> None:
+        self.uiVal = self.ullVal = self.ulVal = self.sllVal = v
+        self.dVal = float(v)
+
+
+class _FieldValue:
+    __slots__ = ("fieldId", "scopeId", "nvmlReturn", "value", "valueType", "timestamp", "latencyUsec")
+
+    def __init__(self, field_id: int, scope: int, ret: int, value: int, ts: int) -> None:
+        self.fieldId, self.scopeId, self.nvmlReturn = field_id, scope, ret
+        self.value = _Value(value)
+        self.valueType = _real.NVML_VALUE_TYPE_UNSIGNED_INT
+        self.timestamp, self.latencyUsec = ts, 0
+
+
+class FakeNVML(types.ModuleType):
+    """A fake ``pynvml`` module over fake GPUs.
+
+    Args:
+        gpus: The fake GPUs, in NVML index order.
+        clock: Time source for the energy counters, s (default ``time.time``).
+        root: Whether setters are permitted.
+        instant: Energy reads advance the counter by ``instant_step_mj`` instead of reading the clock.
+        instant_step_mj: Counter step per read in instant mode, mJ.
+        library_found: ``False``: ``nvmlInit`` raises ``LibraryNotFound`` (no driver installed).
+        driver_loaded: ``False``: ``nvmlInit`` raises ``DriverNotLoaded``.
+
+    Attributes:
+        devices: The :class:`FakeDevice` states (also the handles), by NVML index.
+        calls: Number of calls per NVML function name.
+    """
+
+    def __init__(
+        self,
+        gpus: Sequence[FakeGPUSpec] = (),
+        *,
+        clock: Callable[[], float] = time.time,
+        root: bool = True,
+        instant: bool = False,
+        instant_step_mj: int = 1000,
+        library_found: bool = True,
+        driver_loaded: bool = True,
+    ) -> None:
+        super().__init__("pynvml", "Fake pynvml (tests/fakes/fake_pynvml.py)")
+        for name in dir(_real):  # the genuine constants and error classes
+            if name.startswith(("NVML_", "NVMLError")) or name == "nvmlExceptionClass":
+                setattr(self, name, getattr(_real, name))
+        self.clock = clock
+        self.root = root
+        self.instant = instant
+        self.instant_step_mj = instant_step_mj
+        self.library_found = library_found
+        self.driver_loaded = driver_loaded
+        now = clock()
+        self.devices = [FakeDevice(spec, i, now) for i, spec in enumerate(gpus)]
+        self.calls: defaultdict[str, int] = defaultdict(int)
+        self.init_count = 0
+        self.driver_version = "550.54.15"
+        if instant:  # an instance attribute shadows the clock-driven method
+            self.nvmlDeviceGetTotalEnergyConsumption = self._instant_energy_reader(instant_step_mj)
+
+    # -- test helpers (not NVML) ----------------------------------------------------------------
+    @contextmanager
+    def install(self) -> Iterator["FakeNVML"]:
+        """Make ``import pynvml`` return this fake inside the ``with`` block."""
+        saved = sys.modules.get("pynvml")
+        sys.modules["pynvml"] = self
+        try:
+            yield self
+        finally:
+            if saved is None:
+                sys.modules.pop("pynvml", None)
+            else:
+                sys.modules["pynvml"] = saved
+
+    def patch(self, monkeypatch: Any) -> "FakeNVML":
+        """Install with pytest's ``monkeypatch`` (undone after the test)."""
+        monkeypatch.setitem(sys.modules, "pynvml", self)
+        return self
+
+    def set_power(self, index: int, watts: float) -> None:
+        """Change what GPU ``index`` draws from now on, W."""
+        dev = self.devices[index]
+        dev.accumulate(self.clock())
+        dev.power_w = watts
+
+    def total_calls(self) -> int:
+        """Calls to every NVML function so far."""
+        return sum(self.calls.values())
+
+    def reset_calls(self) -> None:
+        """Zero the call counters."""
+        self.calls.clear()
+
+    # -- internals --------------------------------------------------------------------------------
+    def _instant_energy_reader(self, step_mj: int) -> Callable[[Any], int]:
+        calls = self.calls
+        key = "nvmlDeviceGetTotalEnergyConsumption"
+
+        def nvmlDeviceGetTotalEnergyConsumption(handle: Any) -> int:
+            calls[key] += 1
+            if not handle.has_counter:
+                raise NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
+            handle.instant_mj += step_mj
+            return handle.instant_mj
+
+        return nvmlDeviceGetTotalEnergyConsumption
+
+    def _dev(self, handle: Any) -> FakeDevice:
+        if self.init_count <= 0:
+            raise NVMLError(_real.NVML_ERROR_UNINITIALIZED)
+        if handle.__class__ is not FakeDevice or handle not in self.devices:
+            raise NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
+        return handle
+
+    def _require_root(self) -> None:
+        if not self.root:
+            raise NVMLError(_real.NVML_ERROR_NO_PERMISSION)
+
+    # -- library ----------------------------------------------------------------------------------
+    def nvmlInit(self) -> None:
+        self.calls["nvmlInit"] += 1
+        if not self.library_found:
+            raise NVMLError(_real.NVML_ERROR_LIBRARY_NOT_FOUND)
+        if not self.driver_loaded:
+            raise NVMLError(_real.NVML_ERROR_DRIVER_NOT_LOADED)
+        self.init_count += 1
+
+    def nvmlInitWithFlags(self, flags: int) -> None:
+        self.nvmlInit()
+
+    def nvmlShutdown(self) -> None:
+        self.calls["nvmlShutdown"] += 1
+        if self.init_count <= 0:
+            raise NVMLError(_real.NVML_ERROR_UNINITIALIZED)
+        self.init_count -= 1
+
+    def _nvmlGetFunctionPointer(self, name: str) -> Any:  # published zeus checks that this exists
+        if not hasattr(self, name):
+            raise NVMLError(_real.NVML_ERROR_FUNCTION_NOT_FOUND)
+        return getattr(self, name)
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        self.calls["nvmlSystemGetDriverVersion"] += 1
+        if self.init_count <= 0:
+            raise NVMLError(_real.NVML_ERROR_UNINITIALIZED)
+        return self.driver_version
+
+    def nvmlDeviceGetCount(self) -> int:
+        self.calls["nvmlDeviceGetCount"] += 1
+        if self.init_count <= 0:
+            raise NVMLError(_real.NVML_ERROR_UNINITIALIZED)
+        return len(self.devices)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeDevice:
+        self.calls["nvmlDeviceGetHandleByIndex"] += 1
+        if self.init_count <= 0:
+            raise NVMLError(_real.NVML_ERROR_UNINITIALIZED)
+        if not 0 <= index < len(self.devices):
+            raise NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
+        return self.devices[index]
+
+    # -- identity ---------------------------------------------------------------------------------
+    def nvmlDeviceGetName(self, handle: Any) -> str:
+        self.calls["nvmlDeviceGetName"] += 1
+        return self._dev(handle).spec.name
+
+    def nvmlDeviceGetUUID(self, handle: Any) -> str:
+        self.calls["nvmlDeviceGetUUID"] += 1
+        return self._dev(handle).uuid
+
+    def nvmlDeviceGetArchitecture(self, handle: Any) -> int:
+        self.calls["nvmlDeviceGetArchitecture"] += 1
+        return self._dev(handle).spec.arch
+
+    def nvmlDeviceGetC2cModeInfoV(self, handle: Any) -> Any:
+        self.calls["nvmlDeviceGetC2cModeInfoV"] += 1
+        self._dev(handle)
+        raise NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)  # not a Grace Hopper superchip
+
+    # -- energy and power -------------------------------------------------------------------------
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: Any) -> int:
+        self.calls["nvmlDeviceGetTotalEnergyConsumption"] += 1
+        dev = self._dev(handle)
+        if not dev.has_counter:
+            raise NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
+        dev.accumulate(self.clock())
+        return int(dev.energy_mj)
+
+    def nvmlDeviceGetPowerUsage(self, handle: Any) -> int:
+        self.calls["nvmlDeviceGetPowerUsage"] += 1
+        return int(self._dev(handle).draw_w() * 1000)
+
+    def nvmlDeviceGetFieldValues(self, handle: Any, field_ids: Sequence[Any]) -> list[_FieldValue]:
+        self.calls["nvmlDeviceGetFieldValues"] += 1
+        dev = self._dev(handle)
+        ts = int(self.clock() * 1e6)
+        out = []
+        for f in field_ids:
+            fid, scope = f if isinstance(f, tuple) else (f, 0)
+            power_field = fid in (_real.NVML_FI_DEV_POWER_INSTANT, _real.NVML_FI_DEV_POWER_AVERAGE)
+            if power_field and dev.spec.instant_power_field and scope in (0, _real.NVML_POWER_SCOPE_GPU):
+                out.append(_FieldValue(fid, scope, _real.NVML_SUCCESS, int(dev.draw_w() * 1000), ts))
+            else:
+                out.append(_FieldValue(fid, scope, _real.NVML_ERROR_NOT_SUPPORTED, 0, ts))
+        return out
+
+    # -- power limit ------------------------------------------------------------------------------
+    def nvmlDeviceGetPowerManagementLimitConstraints(self, handle: Any) -> list[int]:
+        self.calls["nvmlDeviceGetPowerManagementLimitConstraints"] += 1
+        spec = self._dev(handle).spec
+        return [int(spec.min_limit_w * 1000), int(spec.max_limit_w * 1000)]
+
+    def nvmlDeviceGetPowerManagementDefaultLimit(self, handle: Any) -> int:
+        self.calls["nvmlDeviceGetPowerManagementDefaultLimit"] += 1
+        return int(self._dev(handle).spec.default_limit_w * 1000)
+
+    def nvmlDeviceGetPowerManagementLimit(self, handle: Any) -> int:
+        self.calls["nvmlDeviceGetPowerManagementLimit"] += 1
+        return self._dev(handle).power_limit_mw
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: Any) -> int:
+        self.calls["nvmlDeviceGetEnforcedPowerLimit"] += 1
+        return self._dev(handle).power_limit_mw
+
+    def nvmlDeviceSetPowerManagementLimit(self, handle: Any, limit_mw: int) -> None:
+        self.calls["nvmlDeviceSetPowerManagementLimit"] += 1
+        dev = self._dev(handle)
+        if not dev.spec.power_limit_settable:
+            raise NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
+        self._require_root()
+        if not isinstance(limit_mw, int) or not (
+            dev.spec.min_limit_w * 1000 <= limit_mw <= dev.spec.max_limit_w * 1000
+        ):
+            raise NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
+        dev.accumulate(self.clock())
+        dev.power_limit_mw = limit_mw
+
+    # -- clocks -----------------------------------------------------------------------------------
+    def nvmlDeviceGetSupportedMemoryClocks(self, handle: Any) -> list[int]:
+        self.calls["nvmlDeviceGetSupportedMemoryClocks"] += 1
+        return list(self._dev(handle).spec.memory_clocks_mhz)
+
+    def nvmlDeviceGetSupportedGraphicsClocks(self, handle: Any, memory_mhz: int) -> list[int]:
+        self.calls["nvmlDeviceGetSupportedGraphicsClocks"] += 1
+        spec = self._dev(handle).spec
+        if memory_mhz not in spec.memory_clocks_mhz:
+            raise NVMLError(_real.NVML_ERROR_NOT_FOUND)
+        return list(spec.sm_clocks_mhz)
+
+    def nvmlDeviceSetGpuLockedClocks(self, handle: Any, min_mhz: int, max_mhz: int) -> None:
+        self.calls["nvmlDeviceSetGpuLockedClocks"] += 1
+        dev = self._dev(handle)
+        self._require_root()
+        clocks = dev.spec.sm_clocks_mhz
+        if min_mhz > max_mhz or min_mhz < min(clocks) or max_mhz > max(clocks):
+            raise NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
+        dev.locked_clocks = (min_mhz, max_mhz)
+
+    def nvmlDeviceResetGpuLockedClocks(self, handle: Any) -> None:
+        self.calls["nvmlDeviceResetGpuLockedClocks"] += 1
+        dev = self._dev(handle)
+        self._require_root()
+        dev.locked_clocks = None

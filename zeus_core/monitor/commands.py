@@ -1,0 +1,333 @@
+"""``zeus-suite measure -- CMD ...``: run a command and report its time and energy per device.
+
+The command runs as a child process with this terminal's stdin, stdout and stderr; its energy
+is measured by a :class:`~zeus_core.monitor.energy.ZeusMonitor` window around its whole run.
+The report goes to stderr (like ``time``), so the command's own output stays clean. The exit
+code is the command's (``128 + N`` when signal ``N`` killed it; 127 when it does not exist).
+
+Ctrl-C and SIGTERM are passed on to the command and the report is still printed when it ends.
+(In a terminal, Ctrl-C already reaches the command directly, so it is not sent twice.)
+
+The device options and the report table are shared with ``zeus-suite power``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from zeus_core.device.base import CPU, GPU
+from zeus_core.exceptions import ZeusConfigError, ZeusDeviceError, ZeusError, ZeusPermissionError
+from zeus_core.monitor.measurement import Measurement
+
+__all__ = [
+    "add_arguments",
+    "run",
+    "add_device_arguments",
+    "select_devices",
+    "render_report",
+    "make_console",
+]
+
+logger = logging.getLogger(__name__)
+
+_FORWARDED = (signal.SIGINT, signal.SIGTERM)
+
+
+# -- shared with `zeus-suite power` ---------------------------------------------------------------
+def add_device_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--simulate``, ``--gpu-indices`` and ``--cpu-indices`` to ``parser``."""
+    parser.add_argument(
+        "--simulate", action="store_true",
+        help="measure simulated NVIDIA A40 GPUs (busy throughout) instead of real ones; "
+        "for machines without a GPU. Every output line then says 'simulated'.",
+    )
+    parser.add_argument(
+        "--gpu-indices", type=int, nargs="+", metavar="I",
+        help="GPUs to measure, as CUDA numbers them (default: all; with --simulate: 0)",
+    )
+    parser.add_argument(
+        "--cpu-indices", type=int, nargs="*", metavar="I",
+        help="CPU packages to measure through RAPL (default: all readable; no value: none)",
+    )
+
+
+def select_devices(
+    simulate: bool, gpu_indices: Sequence[int] | None, cpu_indices: Sequence[int] | None
+) -> tuple[list[GPU], list[CPU], list[str]]:
+    """The GPUs and CPUs a command measures, and notes on what is not measured and why.
+
+    Args:
+        simulate: Use simulated A40 GPUs (busy, wall clock) numbered by ``gpu_indices`` (default 0).
+        gpu_indices: GPUs to keep (``None``: all).
+        cpu_indices: CPU packages to keep (``None``: all readable, ``[]``: none).
+
+    Raises:
+        ZeusDeviceNotFoundError: A requested index does not exist.
+        ZeusPermissionError: ``cpu_indices`` was given and RAPL is unreadable.
+    """
+    notes: list[str] = []
+    if simulate:
+        from zeus_core.device.simulated import PhysicalModel, SimulatedGPU
+
+        gpus: list[GPU] = [SimulatedGPU(PhysicalModel.a40(), index=i, busy=True)
+                           for i in dict.fromkeys(gpu_indices or [0])]
+    else:
+        from zeus_core.device.discovery import get_gpus
+
+        gpus = _pick(get_gpus(), gpu_indices, "GPU", "--gpu-indices")
+        if not gpus:
+            notes.append("No GPU found (see `zeus-suite env`); use --simulate to try a simulated one.")
+    cpus: list[CPU] = []
+    if cpu_indices is None or len(cpu_indices) > 0:
+        from zeus_core.device.discovery import get_cpus
+
+        try:
+            cpus = _pick(get_cpus(), cpu_indices, "CPU", "--cpu-indices")
+        except (ZeusPermissionError, ZeusDeviceError) as e:
+            if cpu_indices is not None:
+                raise
+            notes.append(f"CPU/DRAM energy not measured: {e}")
+    return gpus, cpus, notes
+
+
+def _pick(devices: Sequence, indices: Sequence[int] | None, kind: str, option: str) -> list:
+    if indices is None:
+        return list(devices)
+    by_index = {d.index: d for d in devices}
+    for i in indices:
+        if i not in by_index:
+            from zeus_core.exceptions import ZeusDeviceNotFoundError
+
+            raise ZeusDeviceNotFoundError(
+                f"{option} {' '.join(map(str, indices))}: there is no {kind} {i}; this machine has "
+                f"{kind}s {sorted(by_index)}. See `zeus-suite env`."
+            )
+    return [by_index[i] for i in dict.fromkeys(indices)]
+
+
+def make_console(stderr: bool):  # -> rich.console.Console
+    """A rich console without markup (``[simulated]`` stays text) that does not wrap lines in files."""
+    from rich.console import Console
+
+    console = Console(stderr=stderr, highlight=False, markup=False)
+    if not console.is_terminal:
+        console = Console(stderr=stderr, highlight=False, markup=False, width=160)
+    return console
+
+
+def render_report(title: str, m: Measurement, gpus: Sequence[GPU], cpus: Sequence[CPU]):  # -> rich Group
+    """A report of a measurement: a title line, then energy and average power per device and the total.
+
+    Every row names its source (energy counter, sampled-power estimate, RAPL); in a simulated
+    measurement every line (title, header and rows) says "simulated".
+    """
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    sim = m.simulated
+    tag = " [simulated]" if sim else ""
+    table = Table(box=None, pad_edge=False)
+    table.add_column("Device")
+    table.add_column("Energy (J)", justify="right")
+    table.add_column("Avg power (W)", justify="right")
+    table.add_column("Source (simulated run)" if sim else "Source")
+
+    def power(e: float) -> str:
+        return f"{e / m.time:.1f}" if m.time > 0 else "-"
+
+    def source(device_sim: bool, what: str) -> str:
+        if device_sim:
+            return "simulated"
+        return f"{what}; simulated run" if sim else what
+
+    for g in gpus:
+        e = m.gpu_energy.get(g.index, 0.0)
+        what = "estimated from sampled power" if g.index in m.estimated_gpus else "energy counter"
+        table.add_row(g.describe(), f"{e:.1f}", power(e), source(g.simulated, what))
+    for c in cpus:
+        if c.index in m.cpu_energy:
+            e = m.cpu_energy[c.index]
+            table.add_row(c.describe(), f"{e:.1f}", power(e), source(c.simulated, "RAPL counter"))
+        if c.index in m.dram_energy:
+            e = m.dram_energy[c.index]
+            table.add_row(f"DRAM {c.index}", f"{e:.1f}", power(e), source(c.simulated, "RAPL counter"))
+    estimated = " (includes estimates)" if m.estimated else ""
+    table.add_row("Total", f"{m.total_energy:.1f}", power(m.total_energy),
+                  ("simulated" if sim else "all devices above") + estimated)
+    return Group(Text(f"{title}{tag}"), Text(f"Time: {m.time:.2f} s{tag}"), table)
+
+
+# -- zeus-suite measure -------------------------------------------------------------------------
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``zeus-suite measure``."""
+    add_device_arguments(parser)
+    parser.add_argument(
+        "--csv", type=Path, metavar="FILE",
+        help="append one row (time, energy per device, exit code) to this CSV file",
+    )
+    parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...",
+                        help="the command to run and measure")
+    parser.epilog = "Example: zeus-suite measure -- python train.py --epochs 3"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``args.command`` and report its energy; returns the command's exit code."""
+    command = list(args.cmd)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        print("zeus-suite measure: give the command to run, e.g. `zeus-suite measure -- python train.py`.",
+              file=sys.stderr)
+        return 2
+    try:
+        gpus, cpus, notes = select_devices(args.simulate, args.gpu_indices, args.cpu_indices)
+        from zeus_core.monitor.energy import ZeusMonitor
+
+        monitor = ZeusMonitor(gpus=gpus, cpus=cpus, sync_execution_with=None)
+        header = _csv_header(gpus, cpus)
+        if args.csv is not None:
+            _check_csv(args.csv, header)
+    except ZeusError as e:
+        print(f"zeus-suite measure: {e}", file=sys.stderr)
+        return 2
+    for note in notes:
+        logger.warning("%s", note)
+
+    try:
+        returncode, signals, start_time, m = _measure(command, monitor)
+    except OSError as e:
+        missing = isinstance(e, FileNotFoundError)
+        hint = " (command not found; check its name and your PATH)" if missing else ""
+        print(f"zeus-suite measure: cannot run {command[0]!r}: {e.strerror or e}{hint}", file=sys.stderr)
+        return 127 if missing else 126
+    finally:
+        monitor.close()
+        for c in cpus:
+            close = getattr(c, "close", None)
+            if callable(close):
+                close()
+
+    exit_code = returncode if returncode >= 0 else 128 - returncode
+    shown = shlex.join(command).replace("\r", "\\r").replace("\n", "\\n")  # one line, whatever the command
+    title = f"zeus-suite measure: `{shown}` exited with code {exit_code}"
+    if signals:
+        title += " after " + ", ".join(signal.Signals(s).name for s in dict.fromkeys(signals))
+    console = make_console(stderr=True)
+    console.print(render_report(title, m, gpus, cpus), soft_wrap=True)
+    if args.csv is not None:
+        _append_csv(args.csv, header, _csv_row(start_time, command, exit_code, m, gpus, cpus))
+    return exit_code
+
+
+def _measure(command: list[str], monitor) -> tuple[int, list[int], float, Measurement]:
+    """Run the command inside one monitor window; signals go on to the child."""
+    proc: subprocess.Popen | None = None
+    received: list[int] = []
+    pending: list[int] = []
+
+    def forward(signum: int, frame: object) -> None:
+        received.append(signum)
+        if proc is None:
+            pending.append(signum)  # sent once the child exists
+            return
+        send(proc, signum)
+
+    def send(child: subprocess.Popen, signum: int, always: bool = False) -> None:
+        if not always and signum == signal.SIGINT and _terminal_signals_child():
+            return  # the terminal delivered Ctrl-C to the child's process group already
+        try:
+            child.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    previous = {s: signal.signal(s, forward) for s in _FORWARDED}
+    try:
+        start_time = time.time()
+        monitor.begin_window("command", sync_execution=False)
+        try:
+            proc = subprocess.Popen(command)
+        except OSError:
+            monitor.end_window("command", sync_execution=False, cancel=True)
+            raise
+        for s in pending:  # arrived before the child existed: it cannot have seen them
+            send(proc, s, always=True)
+        returncode = proc.wait()
+        m = monitor.end_window("command", sync_execution=False)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    for g in monitor.gpus:  # the simulated GPUs were busy for the command
+        if g.simulated and hasattr(g, "set_busy"):
+            g.set_busy(False)
+    return returncode, received, start_time, m
+
+
+def _terminal_signals_child() -> bool:
+    """Whether this process runs in its terminal's foreground process group (shared by the child)."""
+    for fd in (0, 1, 2):
+        try:
+            if os.isatty(fd):
+                return os.tcgetpgrp(fd) == os.getpgrp()
+        except OSError:
+            continue
+    return False
+
+
+# -- CSV ----------------------------------------------------------------------------------------
+def _csv_header(gpus: Sequence[GPU], cpus: Sequence[CPU]) -> list[str]:
+    return (
+        ["start_time", "command", "exit_code", "elapsed_time"]
+        + [f"gpu{g.index}_energy" for g in gpus]
+        + [f"cpu{c.index}_energy" for c in cpus]
+        + [f"dram{c.index}_energy" for c in cpus if c.has_dram]
+        + ["total_energy", "estimated_gpus", "simulated"]
+    )
+
+
+def _check_csv(path: Path, header: list[str]) -> None:
+    if path.exists() and path.stat().st_size > 0:
+        with path.open(newline="") as f:
+            existing = next(csv.reader(f), [])
+        if existing != header:
+            raise ZeusConfigError(
+                f"--csv {str(path)!r} has columns {existing}, but this run writes {header}. "
+                "Use a new file for a different set of devices."
+            )
+
+
+def _csv_row(
+    start_time: float,
+    command: list[str],
+    exit_code: int,
+    m: Measurement,
+    gpus: Sequence[GPU],
+    cpus: Sequence[CPU],
+) -> list[object]:
+    return (
+        [start_time, shlex.join(command), exit_code, m.time]
+        + [m.gpu_energy.get(g.index, 0.0) for g in gpus]
+        + [m.cpu_energy.get(c.index, 0.0) for c in cpus]
+        + [m.dram_energy.get(c.index, 0.0) for c in cpus if c.has_dram]
+        + [m.total_energy, " ".join(map(str, sorted(m.estimated_gpus))), int(m.simulated)]
+    )
+
+
+def _append_csv(path: Path, header: list[str], row: list[object]) -> None:
+    new = not path.exists() or path.stat().st_size == 0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", newline="") as f:
+        writer = csv.writer(f)
+        if new:
+            writer.writerow(header)
+        writer.writerow(row)

@@ -1,0 +1,555 @@
+"""What the batch-size optimizer service does, one database transaction per call (no HTTP here).
+
+Every call locks the job's row first (``SELECT ... FOR UPDATE`` on PostgreSQL; SQLite serialises
+whole transactions), expires stale trials, rebuilds the :class:`BatchSizeBandit` from the job's
+finished trials in completion order, and then reads or writes. So two trials started at the
+same moment get distinct trial numbers, each sees the other as pending, and a restarted server
+continues from exactly what was committed.
+
+Rules:
+
+* **Trial numbers** start at 1 and are never reused. A request id (sent by the client) makes
+  starting a trial idempotent: retrying returns the same trial.
+* **Epoch reports** carry cumulative time (s) and energy (J). The answer says stop when the
+  metric reached the target (the trial ends ``converged``), or when
+  :meth:`BatchSizeBandit.should_stop` says so, given the cost so far and the last epoch's cost as
+  a look-ahead (the trial ends ``failed``: ``early_stop`` or ``max_epochs``). Reporting the same
+  epoch again returns the stored decision; a report for an ended trial returns ``stop`` with
+  reason ``trial_ended`` and writes nothing.
+* **Results**: the first result of a running trial is stored. Sending the identical result
+  again returns it (a retry); a different one is a conflict (409). A result for a trial that the
+  server already ended (target reached, early stop, max epochs) returns the stored outcome with
+  ``recorded = False``: the bandit already used it.
+* **Expiry**: a running trial with no contact for ``trial_timeout_s`` becomes ``expired``: it
+  leaves the pending set and does not feed the bandit (a crashed client says nothing about its
+  batch size). If its client reports later, the trial is revived and the report counts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any, Callable, Sequence
+
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from zeus_core.exceptions import ZeusConfigError
+from zeus_core.metric import zeus_cost
+from zeus_core.optimizer.batch_size.api_models import (
+    EpochDecision,
+    EpochReport,
+    JobState,
+    StopReason,
+    TrialAssignment,
+    TrialDetail,
+    TrialOut,
+    TrialResult,
+    TrialStatus,
+)
+from zeus_core.optimizer.batch_size.bandit import BatchSizeBandit, Observation
+from zeus_core.optimizer.batch_size.db import Database, EpochRow, JobRow, TrialRow
+from zeus_core.optimizer.batch_size.spec import JobSpec
+
+__all__ = [
+    "DEFAULT_TRIAL_TIMEOUT_S",
+    "JobNotFoundError",
+    "TrialNotFoundError",
+    "ConflictError",
+    "InvalidReportError",
+    "BatchSizeService",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TRIAL_TIMEOUT_S = 6 * 3600.0
+"""Default time without contact after which a running trial expires, s."""
+
+_ENDED = (TrialStatus.CONVERGED.value, TrialStatus.FAILED.value)
+_FORBIDDEN_JOB_ID_CHARS = "/\\?#"
+
+
+class JobNotFoundError(ZeusConfigError):
+    """The job id is not registered (HTTP 404)."""
+
+
+class TrialNotFoundError(ZeusConfigError):
+    """The job has no trial with that number (HTTP 404)."""
+
+
+class ConflictError(ZeusConfigError):
+    """The request contradicts what is stored (HTTP 409); nothing was written."""
+
+
+class InvalidReportError(ZeusConfigError):
+    """A report's value is impossible given what is stored (HTTP 422); nothing was written.
+
+    Attributes:
+        field: The offending field of the request body.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def _trial_out(trial: TrialRow, *, recorded: bool = True) -> TrialOut:
+    out = TrialOut.model_validate(trial)
+    return out if recorded else out.model_copy(update={"recorded": False})
+
+
+def _spec_of(job: JobRow) -> JobSpec:
+    return JobSpec.from_dict(json.loads(job.spec_json))
+
+
+def _reached(spec: JobSpec, metric: float | None) -> bool:
+    if metric is None:
+        return False
+    return metric >= spec.target_metric if spec.higher_is_better else metric <= spec.target_metric
+
+
+class BatchSizeService:
+    """The service's operations on a :class:`Database`.
+
+    Args:
+        db: The database (schema already initialised).
+        trial_timeout_s: Time without contact after which a running trial expires, s (> 0).
+        clock: Returns the current time in s since the epoch (tests inject a fake one).
+
+    Example:
+        >>> import asyncio, os, tempfile
+        >>> async def demo():
+        ...     db = Database(os.path.join(tempfile.mkdtemp(), "bso.sqlite3"))
+        ...     await db.init_schema()
+        ...     svc = BatchSizeService(db)
+        ...     await svc.register(JobSpec("j", (32, 64), 64, target_metric=0.9, max_power_w=300.0))
+        ...     trial, _ = await svc.new_trial("j")
+        ...     await db.dispose()
+        ...     return trial.trial_number, trial.batch_size
+        >>> asyncio.run(demo())
+        (1, 64)
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        trial_timeout_s: float = DEFAULT_TRIAL_TIMEOUT_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not trial_timeout_s > 0:
+            raise ZeusConfigError(f"BatchSizeService: trial_timeout_s={trial_timeout_s!r} must be > 0 s.")
+        self.db = db
+        self.trial_timeout_s = float(trial_timeout_s)
+        self._clock = clock
+
+    # ----------------------------------------------------------------- jobs
+    async def register(self, spec: JobSpec) -> bool:
+        """Register a job; idempotent for an identical spec.
+
+        Returns:
+            ``True`` when the job was created, ``False`` when the same spec was already there.
+
+        Raises:
+            ConflictError: The job id is registered with a different spec (names the fields).
+            InvalidReportError: The job id holds a character that cannot appear in a URL path.
+        """
+        bad = sorted({c for c in spec.job_id if c in _FORBIDDEN_JOB_ID_CHARS or not c.isprintable()})
+        if bad or len(spec.job_id) > 255:
+            raise InvalidReportError(
+                "job_id",
+                f"job_id={spec.job_id!r} must be at most 255 printable characters without "
+                f"{list(_FORBIDDEN_JOB_ID_CHARS)} (found {bad or 'too many characters'}).",
+            )
+        try:
+            return await self._register_once(spec)
+        except IntegrityError:  # the same job id was inserted concurrently: compare with that one
+            return await self._register_once(spec)
+
+    async def _register_once(self, spec: JobSpec) -> bool:
+        async with self.db.transaction() as session:
+            job = await session.get(JobRow, spec.job_id, with_for_update=True)
+            if job is None:
+                session.add(
+                    JobRow(
+                        job_id=spec.job_id,
+                        spec_json=json.dumps(spec.to_dict()),
+                        created_at=self._clock(),
+                        next_trial_number=1,
+                        next_completion=0,
+                    )
+                )
+                await session.flush()
+                logger.info("Registered job %s (batch sizes %s)", spec.job_id, list(spec.batch_sizes))
+                return True
+            stored = json.loads(job.spec_json)
+            wanted = spec.to_dict()
+            diff = [k for k in wanted if stored.get(k) != wanted[k]]
+            if diff:
+                parts = ", ".join(
+                    f"{k} (registered {stored.get(k)!r}, requested {wanted[k]!r})" for k in diff
+                )
+                raise ConflictError(
+                    f"job {spec.job_id!r} is already registered with a different spec: {parts}. "
+                    f"Use another job_id, or DELETE /jobs/{spec.job_id} first (this drops its history)."
+                )
+            return False
+
+    async def delete_job(self, job_id: str) -> None:
+        """Delete a job with all its trials and epoch reports."""
+        async with self.db.transaction() as session:
+            job = await self._lock_job(session, job_id)
+            await session.delete(job)
+        logger.info("Deleted job %s", job_id)
+
+    async def job_state(self, job_id: str) -> JobState:
+        """The job's spec, every trial in trial-number order, counts per status, and the bandit summary."""
+        async with self.db.transaction() as session:
+            job = await self._lock_job(session, job_id)
+            await self._expire_stale(session, job_id)
+            trials = list(
+                (
+                    await session.scalars(
+                        select(TrialRow).where(TrialRow.job_id == job_id).order_by(TrialRow.trial_number)
+                    )
+                )
+            )
+            spec = _spec_of(job)
+            bandit = BatchSizeBandit(spec, _observations(trials))
+            counts = {s.value: 0 for s in TrialStatus}
+            for t in trials:
+                counts[t.status] += 1
+            return JobState(
+                job_id=job_id,
+                spec=spec.to_dict(),
+                created_at=job.created_at,
+                trials=[_trial_out(t) for t in trials],
+                counts=counts,
+                bandit=bandit.summary(),
+            )
+
+    # --------------------------------------------------------------- trials
+    async def new_trial(self, job_id: str, request_id: str | None = None) -> tuple[TrialAssignment, bool]:
+        """Start a trial: assign the next trial number and the bandit's batch size, atomically.
+
+        Args:
+            job_id: A registered job.
+            request_id: Client-chosen id; a repeated id returns the trial it started.
+
+        Returns:
+            The trial, and whether it was started by this call (``False`` for a repeated request id).
+        """
+        async with self.db.transaction() as session:
+            job = await self._lock_job(session, job_id)
+            await self._expire_stale(session, job_id)
+            spec = _spec_of(job)
+            trials = await self._trials(session, job_id)
+            if request_id is not None:
+                for t in trials:
+                    if t.request_id == request_id:
+                        phase = BatchSizeBandit(spec, _observations(trials)).phase.value
+                        return TrialAssignment(
+                            job_id=job_id, trial_number=t.trial_number, batch_size=t.batch_size, phase=phase
+                        ), False
+            bandit = BatchSizeBandit(spec, _observations(trials))
+            pending = [t.batch_size for t in trials if t.status == TrialStatus.RUNNING.value]
+            number = job.next_trial_number
+            batch_size = bandit.next_batch_size(number, pending)
+            job.next_trial_number = number + 1
+            now = self._clock()
+            session.add(
+                TrialRow(
+                    job_id=job_id,
+                    trial_number=number,
+                    request_id=request_id,
+                    batch_size=batch_size,
+                    status=TrialStatus.RUNNING.value,
+                    created_at=now,
+                    last_seen_at=now,
+                    epochs=0,
+                )
+            )
+            logger.info(
+                "%s trial %d: batch size %d (%s; %d pending)",
+                job_id,
+                number,
+                batch_size,
+                bandit.phase.value,
+                len(pending),
+            )
+            assignment = TrialAssignment(
+                job_id=job_id, trial_number=number, batch_size=batch_size, phase=bandit.phase.value
+            )
+            return assignment, True
+
+    async def get_trial(self, job_id: str, trial_number: int) -> TrialDetail:
+        """One trial as stored, with its epoch reports."""
+        async with self.db.transaction() as session:
+            await self._lock_job(session, job_id)
+            await self._expire_stale(session, job_id)
+            trial = await self._trial(session, job_id, trial_number)
+            await session.refresh(trial, ["epoch_reports"])
+            return TrialDetail.model_validate(trial)
+
+    async def report_epoch(self, job_id: str, trial_number: int, report: EpochReport) -> EpochDecision:
+        """Record a trial's progress and decide whether it must stop (see the module rules)."""
+        async with self.db.transaction() as session:
+            job = await self._lock_job(session, job_id)
+            await self._expire_stale(session, job_id)
+            spec = _spec_of(job)
+            trial = await self._trial(session, job_id, trial_number)
+            cost = zeus_cost(report.energy_j, report.time_s, spec.eta_knob, spec.max_power_w)
+            previous = list(
+                await session.scalars(
+                    select(EpochRow).where(EpochRow.trial_id == trial.id).order_by(EpochRow.epoch)
+                )
+            )
+            same = next((e for e in previous if e.epoch == report.epoch), None)
+            if same is not None:
+                _check_same_epoch(same, report)
+                return _decision(
+                    job_id, trial, same.epoch, same.stop, StopReason(same.reason), same.cost, None
+                )
+            if trial.status in _ENDED:
+                return _decision(job_id, trial, report.epoch, True, StopReason.TRIAL_ENDED, cost, None)
+            last = previous[-1] if previous else None
+            if last is not None:
+                _check_progress(last, report)
+            self._revive(trial)
+            trials = await self._trials(session, job_id)
+            bandit = BatchSizeBandit(spec, _observations(trials))
+            threshold = bandit.early_stop_threshold()
+            last_epoch, last_cost = (last.epoch, last.cost) if last is not None else (0, 0.0)
+            per_epoch = (cost - last_cost) / (report.epoch - last_epoch)
+            if _reached(spec, report.metric):
+                stop, reason = True, StopReason.TARGET_REACHED
+            elif bandit.should_stop(cost, report.epoch, per_epoch):
+                stop = True
+                reason = StopReason.MAX_EPOCHS if report.epoch >= spec.max_epochs else StopReason.EARLY_STOP
+            else:
+                stop, reason = False, StopReason.CONTINUE
+            now = self._clock()
+            trial.epochs = report.epoch
+            trial.last_seen_at = now
+            trial.time_s, trial.energy_j, trial.metric, trial.cost = (
+                report.time_s,
+                report.energy_j,
+                report.metric,
+                cost,
+            )
+            if stop:
+                self._finish(
+                    job, trial, converged=reason is StopReason.TARGET_REACHED, reason=reason, now=now
+                )
+            session.add(
+                EpochRow(
+                    trial_id=trial.id,
+                    epoch=report.epoch,
+                    time_s=report.time_s,
+                    energy_j=report.energy_j,
+                    metric=report.metric,
+                    cost=cost,
+                    stop=stop,
+                    reason=reason.value,
+                    created_at=now,
+                )
+            )
+            logger.debug(
+                "%s trial %d epoch %d: cost %.1f J -> %s",
+                job_id,
+                trial_number,
+                report.epoch,
+                cost,
+                reason.value,
+            )
+            return _decision(job_id, trial, report.epoch, stop, reason, cost, threshold)
+
+    async def report_result(self, job_id: str, trial_number: int, result: TrialResult) -> TrialOut:
+        """Record a trial's final result (see the module rules for repeats and ended trials)."""
+        async with self.db.transaction() as session:
+            job = await self._lock_job(session, job_id)
+            await self._expire_stale(session, job_id)
+            spec = _spec_of(job)
+            trial = await self._trial(session, job_id, trial_number)
+            if trial.status in _ENDED:
+                if trial.end_reason != StopReason.REPORTED.value:
+                    logger.info(
+                        "%s trial %d was already ended by the server (%s); keeping the stored result",
+                        job_id,
+                        trial_number,
+                        trial.end_reason,
+                    )
+                    return _trial_out(trial, recorded=False)
+                stored = {
+                    "time_s": trial.time_s,
+                    "energy_j": trial.energy_j,
+                    "metric": trial.metric,
+                    "converged": trial.converged,
+                }
+                diff = [k for k, v in result.model_dump().items() if stored[k] != v]
+                if diff:
+                    parts = ", ".join(
+                        f"{k} (stored {stored[k]!r}, sent {getattr(result, k)!r})" for k in diff
+                    )
+                    raise ConflictError(
+                        f"trial {trial_number} of job {job_id!r} already has a result that differs "
+                        f"in {parts}; "
+                        "a trial's result is recorded once. Start a new trial for a new run."
+                    )
+                return _trial_out(trial)
+            if trial.time_s is not None and trial.energy_j is not None:
+                _check_progress_values(
+                    trial.time_s, trial.energy_j, trial.epochs, result.time_s, result.energy_j
+                )
+            self._revive(trial)
+            now = self._clock()
+            trial.time_s, trial.energy_j, trial.metric = result.time_s, result.energy_j, result.metric
+            trial.cost = zeus_cost(result.energy_j, result.time_s, spec.eta_knob, spec.max_power_w)
+            trial.last_seen_at = now
+            self._finish(job, trial, converged=result.converged, reason=StopReason.REPORTED, now=now)
+            logger.info(
+                "%s trial %d (batch size %d): %s, cost %.1f J",
+                job_id,
+                trial_number,
+                trial.batch_size,
+                trial.status,
+                trial.cost,
+            )
+            return _trial_out(trial)
+
+    async def abandon(self, job_id: str, trial_number: int) -> TrialOut:
+        """Mark a running trial ``expired`` now (its client gave up); an ended trial is left as is."""
+        async with self.db.transaction() as session:
+            await self._lock_job(session, job_id)
+            trial = await self._trial(session, job_id, trial_number)
+            if trial.status == TrialStatus.RUNNING.value:
+                trial.status, trial.end_reason = TrialStatus.EXPIRED.value, StopReason.ABANDONED.value
+                trial.last_seen_at = self._clock()
+                logger.info("%s trial %d abandoned by its client", job_id, trial_number)
+            return _trial_out(trial)
+
+    # -------------------------------------------------------------- helpers
+    async def _lock_job(self, session: AsyncSession, job_id: str) -> JobRow:
+        job = await session.get(JobRow, job_id, with_for_update=True)
+        if job is None:
+            raise JobNotFoundError(f"job {job_id!r} is not registered; POST its spec to /jobs first.")
+        return job
+
+    async def _trials(self, session: AsyncSession, job_id: str) -> list[TrialRow]:
+        return list(await session.scalars(select(TrialRow).where(TrialRow.job_id == job_id)))
+
+    async def _trial(self, session: AsyncSession, job_id: str, trial_number: int) -> TrialRow:
+        trial = await session.scalar(
+            select(TrialRow).where(TrialRow.job_id == job_id, TrialRow.trial_number == trial_number)
+        )
+        if trial is None:
+            count = await session.scalar(
+                select(func.count()).select_from(TrialRow).where(TrialRow.job_id == job_id)
+            )
+            raise TrialNotFoundError(
+                f"job {job_id!r} has no trial {trial_number} ({count} trials so far); "
+                f"start one with POST /jobs/{job_id}/trials."
+            )
+        return trial
+
+    async def _expire_stale(self, session: AsyncSession, job_id: str) -> None:
+        cutoff = self._clock() - self.trial_timeout_s
+        result = await session.execute(
+            update(TrialRow)
+            .where(
+                TrialRow.job_id == job_id,
+                TrialRow.status == TrialStatus.RUNNING.value,
+                TrialRow.last_seen_at < cutoff,
+            )
+            .values(status=TrialStatus.EXPIRED.value, end_reason=StopReason.TIMEOUT.value)
+            .execution_options(synchronize_session="fetch")
+        )
+        if result.rowcount:
+            logger.warning(
+                "%s: %d trial(s) expired after %.0f s without contact",
+                job_id,
+                result.rowcount,
+                self.trial_timeout_s,
+            )
+
+    @staticmethod
+    def _revive(trial: TrialRow) -> None:
+        if trial.status == TrialStatus.EXPIRED.value:
+            logger.warning(
+                "%s trial %d reported after it expired (%s); counting it again",
+                trial.job_id,
+                trial.trial_number,
+                trial.end_reason,
+            )
+            trial.status, trial.end_reason = TrialStatus.RUNNING.value, None
+
+    @staticmethod
+    def _finish(job: JobRow, trial: TrialRow, *, converged: bool, reason: StopReason, now: float) -> None:
+        trial.status = TrialStatus.CONVERGED.value if converged else TrialStatus.FAILED.value
+        trial.converged = converged
+        trial.end_reason = reason.value
+        trial.ended_at = now
+        trial.completion_order = job.next_completion
+        job.next_completion += 1
+
+
+def _observations(trials: Sequence[TrialRow]) -> list[Observation]:
+    ended = sorted((t for t in trials if t.status in _ENDED), key=lambda t: t.completion_order or 0)
+    return [Observation(t.batch_size, float(t.cost or 0.0), bool(t.converged)) for t in ended]
+
+
+def _decision(
+    job_id: str,
+    trial: TrialRow,
+    epoch: int,
+    stop: bool,
+    reason: StopReason,
+    cost: float,
+    threshold: float | None,
+) -> EpochDecision:
+    return EpochDecision(
+        job_id=job_id,
+        trial_number=trial.trial_number,
+        epoch=epoch,
+        stop=stop,
+        reason=reason,
+        cost=cost,
+        threshold=threshold,
+        status=TrialStatus(trial.status),
+    )
+
+
+def _check_same_epoch(stored: EpochRow, report: EpochReport) -> None:
+    sent: dict[str, Any] = report.model_dump()
+    have = {"time_s": stored.time_s, "energy_j": stored.energy_j, "metric": stored.metric}
+    diff = [k for k in have if have[k] != sent[k]]
+    if diff:
+        parts = ", ".join(f"{k} (stored {have[k]!r}, sent {sent[k]!r})" for k in diff)
+        raise ConflictError(
+            f"epoch {stored.epoch} of this trial was already reported with different values: {parts}."
+        )
+
+
+def _check_progress(last: EpochRow, report: EpochReport) -> None:
+    if report.epoch < last.epoch:
+        raise ConflictError(
+            f"epoch {report.epoch} arrived after epoch {last.epoch}; report epochs in increasing order."
+        )
+    _check_progress_values(last.time_s, last.energy_j, last.epoch, report.time_s, report.energy_j)
+
+
+def _check_progress_values(
+    time_s: float, energy_j: float, epoch: int, new_time_s: float, new_energy_j: float
+) -> None:
+    for name, old, new, unit in (
+        ("time_s", time_s, new_time_s, "s"),
+        ("energy_j", energy_j, new_energy_j, "J"),
+    ):
+        if new < old:
+            raise InvalidReportError(
+                name,
+                f"{name}={new!r} is less than the {old!r} {unit} reported at epoch {epoch}; "
+                "time_s and energy_j are cumulative since the trial began.",
+            )
