@@ -146,7 +146,7 @@ def test_cancel_returns_zeros_logs_nothing_and_frees_the_name(clock: VirtualCloc
     m = monitor.end_window("w", cancel=True)
     assert (m.time, m.gpu_energy, m.cpu_energy, m.dram_energy) == (0.0, {0: 0.0}, {0: 0.0}, {0: 0.0})
     assert m.simulated
-    assert not log.exists()
+    assert log.read_text().count("\n") == 1  # the header only: a cancelled window logs no row
     monitor.begin_window("w")  # the name is free again
     clock.advance(1.0)
     assert monitor.end_window("w").gpu_energy[0] == pytest.approx(BUSY_W)
@@ -234,9 +234,9 @@ def test_log_with_other_columns_is_refused(clock: VirtualClock, tmp_path: Path) 
     log = tmp_path / "energy.csv"
     log.write_text("start_time,window_name,elapsed_time,gpu0_energy,gpu1_energy\n1,a,1,1,1\n")
     monitor = ZeusMonitor(gpus=[busy_gpu(clock)], cpu_indices=[], log_file=log)
-    monitor.begin_window("w")
     with pytest.raises(ZeusConfigError, match="Use a new file for a different set of devices"):
-        monitor.end_window("w")
+        monitor.begin_window("w")  # refused before a window exists, so no measurement can be lost
+    assert monitor.open_windows == []
     assert log.read_text().count("\n") == 2  # the user's file is untouched
     monitor.close()
 

@@ -182,7 +182,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``args.command`` and report its energy; returns the command's exit code."""
+    """Run ``args.cmd`` and report its energy; returns the command's exit code."""
     command = list(args.cmd)
     if command and command[0] == "--":
         command = command[1:]
@@ -226,7 +226,10 @@ def run(args: argparse.Namespace) -> int:
     console = make_console(stderr=True)
     console.print(render_report(title, m, gpus, cpus), soft_wrap=True)
     if args.csv is not None:
-        _append_csv(args.csv, header, _csv_row(start_time, command, exit_code, m, gpus, cpus))
+        try:
+            _append_csv(args.csv, header, _csv_row(start_time, command, exit_code, m, gpus, cpus))
+        except OSError as e:  # the report above still has the numbers
+            print(f"zeus-suite measure: cannot append to --csv {str(args.csv)!r}: {e}", file=sys.stderr)
     return exit_code
 
 

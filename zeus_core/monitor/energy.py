@@ -10,7 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from zeus_core.device.base import CPU, GPU, Clock, CpuEnergy, wall_clock
-from zeus_core.exceptions import ZeusConfigError, ZeusDeviceNotFoundError, ZeusPermissionError, ZeusWindowError
+from zeus_core.exceptions import (
+    ZeusConfigError,
+    ZeusDeviceError,
+    ZeusDeviceNotFoundError,
+    ZeusPermissionError,
+    ZeusWindowError,
+)
 from zeus_core.monitor.measurement import Measurement
 
 if TYPE_CHECKING:
@@ -137,6 +143,7 @@ class ZeusMonitor:
 
             gpus = get_gpus()
         self.gpus: list[GPU] = _select(list(gpus), gpu_indices, "GPU", "gpu_indices")
+        self._owns_cpus = cpus is None  # discovered here, so closed here
         self.cpus: list[CPU] = self._init_cpus(cpus, cpu_indices)
         self._sync_with = sync_execution_with
         self._sync: object = _UNRESOLVED
@@ -169,7 +176,7 @@ class ZeusMonitor:
 
             try:
                 cpus = get_cpus()
-            except ZeusPermissionError as e:
+            except (ZeusPermissionError, ZeusDeviceError) as e:
                 if cpu_indices is not None:
                     raise
                 logger.warning("CPU/DRAM energy is not measured: %s", e)
@@ -233,6 +240,8 @@ class ZeusMonitor:
             )
         if self._estimated:
             self._ensure_power_monitor()
+        if self._log_writer is None and self._log_path is not None:
+            self._open_log()  # a bad log file fails here, before any measurement could be lost
         if sync_execution:
             self._sync_now()
         cpu_read = self._cpu_read
@@ -355,26 +364,30 @@ class ZeusMonitor:
             + [f"dram{i}_energy" for i in self._dram_idx]
         )
 
+    def _open_log(self) -> None:
+        """Open the CSV log for appending; check an existing file's columns first."""
+        header = self._log_header()
+        path = self._log_path
+        assert path is not None
+        if path.exists() and path.stat().st_size > 0:
+            with path.open(newline="") as f:
+                existing = next(csv.reader(f), [])
+            if existing != header:
+                raise ZeusConfigError(
+                    f"ZeusMonitor log_file {str(path)!r} has columns {existing}, but this monitor "
+                    f"writes {header}. Use a new file for a different set of devices."
+                )
+            self._log = path.open("a", newline="")
+            self._log_writer = csv.writer(self._log)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._log = path.open("a", newline="")
+            self._log_writer = csv.writer(self._log)
+            self._log_writer.writerow(header)
+
     def _write_log(self, name: str, start_time: float, m: Measurement) -> None:
         if self._log_writer is None:
-            header = self._log_header()
-            path = self._log_path
-            assert path is not None
-            if path.exists() and path.stat().st_size > 0:
-                with path.open(newline="") as f:
-                    existing = next(csv.reader(f), [])
-                if existing != header:
-                    raise ZeusConfigError(
-                        f"ZeusMonitor log_file {str(path)!r} has columns {existing}, but this monitor "
-                        f"writes {header}. Use a new file for a different set of devices."
-                    )
-                self._log = path.open("a", newline="")
-                self._log_writer = csv.writer(self._log)
-            else:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                self._log = path.open("a", newline="")
-                self._log_writer = csv.writer(self._log)
-                self._log_writer.writerow(header)
+            self._open_log()
         row = [start_time, name, m.time]
         row += [m.gpu_energy[g.index] for g in self.gpus]
         row += [m.cpu_energy.get(i, 0.0) for i in self._cpu_idx]
@@ -389,6 +402,11 @@ class ZeusMonitor:
         if self._power_monitor is not None:
             self._power_monitor.stop()
             self._power_monitor = None
+        if self._owns_cpus:
+            for cpu in self.cpus:
+                close = getattr(cpu, "close", None)  # e.g. RAPL's wraparound poller
+                if close is not None:
+                    close()
         if self._log is not None:
             self._log.close()
             self._log = None
