@@ -384,6 +384,7 @@ class ZeusMonitor:
             self._log = path.open("a", newline="")
             self._log_writer = csv.writer(self._log)
             self._log_writer.writerow(header)
+            self._log.flush()
 
     def _write_log(self, name: str, start_time: float, m: Measurement) -> None:
         if self._log_writer is None:
