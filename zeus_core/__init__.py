@@ -24,11 +24,27 @@ _EXPORTS: dict[str, str] = {
     "simulate_steps": "zeus_core.device.simulated",
     "get_gpus": "zeus_core.device.discovery",
     "get_cpus": "zeus_core.device.discovery",
+    "discover": "zeus_core.device.discovery",
+    "NVIDIAGPU": "zeus_core.device.nvidia",
+    "AMDGPU": "zeus_core.device.amd",
+    "RaplCPU": "zeus_core.device.rapl",
     # measurement
     "ZeusMonitor": "zeus_core.monitor.energy",
     "WindowHandle": "zeus_core.monitor.energy",
     "Measurement": "zeus_core.monitor.measurement",
     "PowerMonitor": "zeus_core.monitor.power",
+    "TrainingTracker": "zeus_core.monitor.training",
+    # power-limit optimizer
+    "GlobalPowerLimitOptimizer": "zeus_core.optimizer.power_limit",
+    "OptimumSelector": "zeus_core.optimizer.power_limit",
+    "Time": "zeus_core.optimizer.power_limit",
+    "Energy": "zeus_core.optimizer.power_limit",
+    "ZeusCost": "zeus_core.optimizer.power_limit",
+    "MaxSlowdownConstraint": "zeus_core.optimizer.power_limit",
+    "EarlyStopping": "zeus_core.optimizer.power_limit",
+    # batch-size optimizer
+    "JobSpec": "zeus_core.optimizer.batch_size.spec",
+    "BatchSizeOptimizer": "zeus_core.optimizer.batch_size.client",
     # training protocol and ranks
     "TrainingProtocol": "zeus_core.callback",
     "TrainingCallback": "zeus_core.callback",

@@ -1,1 +1,33 @@
-"""Framework adapters: each imports its framework only when used."""
+"""Framework adapters. Each imports its framework only when its class is first used.
+
+* ``ZeusCallback`` — Lightning (``zeus_integrations.lightning``)
+* ``ZeusTrainerCallback`` — Hugging Face ``Trainer`` / TRL ``SFTTrainer`` (``zeus_integrations.huggingface``)
+* ``ZeusAccelerateHook`` and ``attach`` — plain Accelerate loops (``zeus_integrations.accelerate``)
+* pipeline-parallel instruction hooks — ``zeus_integrations.pipeline``
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, str] = {
+    "ZeusCallback": "zeus_integrations.lightning",
+    "ZeusTrainerCallback": "zeus_integrations.huggingface",
+    "ZeusAccelerateHook": "zeus_integrations.accelerate",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'zeus_integrations' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

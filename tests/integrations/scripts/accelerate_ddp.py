@@ -1,0 +1,76 @@
+"""Two-process Accelerate loop with the Zeus hook (CPU, gloo); run under torchrun with ``OUT_DIR``.
+
+Each process trains on its own simulated A40 (virtual clock); rank 1 runs at a 200 W power limit so
+the processes' energies differ. Each writes ``OUT_DIR/rank<r>.json`` with its own GPU's energy
+counter and what the hook reported.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import torch  # noqa: E402
+from accelerate import Accelerator  # noqa: E402
+from accelerate_tiny import RecordingTracker, SimModel, loader, run_epochs  # noqa: E402
+
+from zeus_core.callback import TrainingCallback  # noqa: E402
+from zeus_core.device.simulated import PhysicalModel, SimulatedGPU, VirtualClock  # noqa: E402
+from zeus_core.monitor.energy import ZeusMonitor  # noqa: E402
+from zeus_integrations.accelerate import attach  # noqa: E402
+
+
+class Events(TrainingCallback):
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def on_train_begin(self) -> None:
+        self.events.append("train_begin")
+
+    def on_epoch_begin(self) -> None:
+        self.events.append("epoch_begin")
+
+    def on_step_begin(self) -> None:
+        self.events.append("step_begin")
+
+    def on_step_end(self) -> None:
+        self.events.append("step_end")
+
+    def on_epoch_end(self) -> None:
+        self.events.append("epoch_end")
+
+    def on_train_end(self) -> None:
+        self.events.append("train_end")
+
+
+def main(out: Path) -> None:
+    logged = RecordingTracker()
+    accelerator = Accelerator(cpu=True, gradient_accumulation_steps=2, log_with=[logged])
+    accelerator.init_trackers("zeus-ddp")
+    rank = accelerator.process_index
+    gpu = SimulatedGPU(PhysicalModel.a40(), clock=VirtualClock())
+    if rank == 1:
+        gpu.set_power_limit(200.0)
+    model = SimModel(gpu)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    model, opt, train = accelerator.prepare(model, opt, loader(16))  # 8 batches -> 4 per process
+    events = Events()
+    with attach(accelerator, model, opt, zeus_optimizer=events,
+                monitor=ZeusMonitor(gpus=[gpu], cpu_indices=[])) as zeus:
+        run_epochs(accelerator, model, opt, train, epochs=2)
+    (out / f"rank{rank}.json").write_text(json.dumps({
+        "world_size": accelerator.num_processes,
+        "gpu_energy_j": gpu.get_total_energy(),
+        "train": zeus.train_metrics,
+        "epochs": zeus.epoch_history,
+        "events": events.events,
+        "logged_train": logged.column("energy/train_j"),
+    }))
+    accelerator.end_training()
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))

@@ -1,0 +1,321 @@
+"""ZeusTrainerCallback: real tiny Trainer runs on the CPU with a simulated GPU (wall clock)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zeus_core import PhysicalModel, SimulatedGPU, TrainingCallback, ZeusMonitor
+from zeus_core.exceptions import ZeusConfigError
+from zeus_core.monitor.measurement import Measurement
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from transformers import Trainer, TrainerCallback, TrainingArguments  # noqa: E402
+
+from zeus_integrations.huggingface import ZeusTrainerCallback  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class TinyRegressor(torch.nn.Module):
+    """y = w·x + b; counts training micro-batches, can fail at one, and can make evaluation slow."""
+
+    def __init__(self, fail_at: int | None = None, eval_sleep_s: float = 0.0) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 1)
+        self.fail_at, self.eval_sleep_s = fail_at, eval_sleep_s
+        self.micro_batches = 0
+
+    def forward(self, x: Any, labels: Any = None) -> dict[str, Any]:
+        if self.training:
+            if self.micro_batches == self.fail_at:
+                raise RuntimeError("injected training failure")
+            self.micro_batches += 1
+        elif self.eval_sleep_s:
+            time.sleep(self.eval_sleep_s)
+        out = self.lin(x).squeeze(-1)
+        return {"loss": ((out - labels) ** 2).mean(), "logits": out}
+
+
+def dataset(n: int) -> list[dict[str, Any]]:
+    gen = torch.Generator().manual_seed(0)
+    return [{"x": torch.randn(4, generator=gen), "labels": torch.tensor(1.0)} for _ in range(n)]
+
+
+class Protocol(TrainingCallback):
+    """A protocol object (like a power-limit optimizer) recording what it is told, with state."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+        self.loaded: dict | None = None
+
+    def on_train_begin(self) -> None:
+        self.events.append("train_begin")
+
+    def on_epoch_begin(self) -> None:
+        self.events.append("epoch_begin")
+
+    def on_step_begin(self) -> None:
+        self.events.append("step_begin")
+
+    def on_step_end(self) -> None:
+        self.events.append("step_end")
+
+    def on_epoch_end(self) -> None:
+        self.events.append("epoch_end")
+
+    def on_train_end(self) -> None:
+        self.events.append("train_end")
+
+    def state_dict(self) -> dict:
+        return {"steps_seen": self.events.count("step_end")}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.loaded = state
+
+
+class Integration(TrainerCallback):
+    """Stands for a report_to integration: Transformers places those before user callbacks."""
+
+    def __init__(self) -> None:
+        self.logs: list[dict[str, float]] = []
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
+        self.logs.append(dict(logs or {}))
+
+
+class RecordingMonitor(ZeusMonitor):
+    """A monitor on one busy simulated A40 that keeps every window it ended, by scope."""
+
+    def __init__(self) -> None:
+        super().__init__(gpus=[SimulatedGPU(PhysicalModel.a40(), busy=True)], cpu_indices=[])
+        self.ended: dict[str, list[Measurement]] = {"train": [], "epoch": [], "step": []}
+
+    def end_window(self, name: str, sync_execution: bool = True, cancel: bool = False) -> Measurement:
+        m = super().end_window(name, sync_execution, cancel)
+        if not cancel:
+            scope = next(s for s in self.ended if f".{s}." in name)
+            self.ended[scope].append(m)
+        return m
+
+
+def args(tmp_path: Path, **overrides: Any) -> TrainingArguments:
+    base = dict(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        per_device_train_batch_size=2,
+        num_train_epochs=2,
+        logging_strategy="epoch",
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        seed=0,
+    )
+    return TrainingArguments(**{**base, **overrides})
+
+
+def entries(logs: list[dict], key: str) -> list[dict]:
+    return [log for log in logs if key in log]
+
+
+def test_logged_energy_equals_measured_with_gradient_accumulation(tmp_path: Path) -> None:
+    monitor, protocol, integration = RecordingMonitor(), Protocol(), Integration()
+    zeus = ZeusTrainerCallback(monitor, protocol, log_every_n_steps=2)
+    model = TinyRegressor()
+    # 10 samples, batch 2 -> 5 micro-batches per epoch; accumulation 2 -> optimizer steps of 2, 2, 1.
+    trainer = Trainer(
+        model=model,
+        args=args(tmp_path, gradient_accumulation_steps=2),
+        train_dataset=dataset(10),
+        callbacks=[integration, zeus],
+    )
+    assert zeus.trainer is trainer  # found when the Trainer announced on_init_end
+    result = trainer.train()
+
+    assert model.micro_batches == 10 and trainer.state.global_step == 6
+    epoch = ["epoch_begin"] + ["step_begin", "step_end"] * 3 + ["epoch_end"]
+    assert protocol.events == ["train_begin"] + epoch * 2 + ["train_end"]
+    assert zeus.tracker is not None and zeus.tracker.steps_done == 6
+
+    # The integration placed before the callback received every entry, with the measured values.
+    epochs = entries(integration.logs, "energy/epoch_j")
+    assert [e["energy/epoch_j"] for e in epochs] == pytest.approx(
+        [m.total_energy for m in monitor.ended["epoch"]]
+    )
+    assert [e["time/epoch_s"] for e in epochs] == pytest.approx([m.time for m in monitor.ended["epoch"]])
+    assert [e["energy/epoch_gpu0_j"] for e in epochs] == [e["energy/epoch_j"] for e in epochs]
+    assert all(e["simulated"] == 1.0 and e["estimated"] == 0.0 for e in epochs)
+    assert all(e["power/avg_w"] == pytest.approx(e["energy/epoch_j"] / e["time/epoch_s"]) for e in epochs)
+    steps = entries(integration.logs, "energy/step_j")
+    assert [e["energy/step_j"] for e in steps] == pytest.approx(
+        [m.total_energy for m in monitor.ended["step"]]
+    )
+    assert len(steps) == 3  # steps 2, 4, 6
+    (train,) = monitor.ended["train"]
+    totals = entries(integration.logs, "energy/train_j")
+    assert train.total_energy > 0 and totals[-1]["energy/train_j"] == pytest.approx(train.total_energy)
+    assert totals[-1]["time/train_s"] == pytest.approx(train.time)
+
+    # The same values are in log_history (with the step), the returned metrics and on the callback.
+    history = trainer.state.log_history
+    assert [h["step"] for h in entries(history, "energy/epoch_j")] == [3, 6]
+    assert [h["step"] for h in entries(history, "energy/step_j")] == [2, 4, 6]
+    assert len(entries(history, "loss")) == 2  # the Trainer's own epoch logs were not swallowed
+    assert result.metrics["energy/train_j"] == pytest.approx(train.total_energy)
+    assert result.metrics["energy/train_gpu_j"] == pytest.approx(train.total_energy)
+    assert result.metrics["simulated"] == 1.0 and "train_runtime" in result.metrics
+    assert zeus.train_metrics["energy/train_j"] == result.metrics["energy/train_j"]
+    assert len(zeus.epoch_history) == 2
+    assert monitor.open_windows == []
+
+
+@pytest.mark.parametrize("measure_evaluation", [False, True])
+def test_evaluation_time_is_excluded_unless_asked(tmp_path: Path, measure_evaluation: bool) -> None:
+    monitor = RecordingMonitor()
+    zeus = ZeusTrainerCallback(monitor, measure_evaluation=measure_evaluation)
+    sleep_s = 0.1
+    trainer = Trainer(
+        model=TinyRegressor(eval_sleep_s=sleep_s),
+        train_dataset=dataset(8),
+        eval_dataset=dataset(4),
+        args=args(
+            tmp_path,
+            num_train_epochs=1,
+            eval_strategy="steps",
+            eval_steps=2,
+            per_device_eval_batch_size=2,
+            prediction_loss_only=True,
+        ),
+        callbacks=[zeus],
+    )
+    result = trainer.train()
+    evaluations = len(entries(trainer.state.log_history, "eval_loss"))
+    assert evaluations == 2  # after steps 2 and 4
+    eval_time = evaluations * 2 * sleep_s  # two evaluation batches each
+    train_segments, epoch_segments = monitor.ended["train"], monitor.ended["epoch"]
+    train_s = result.metrics["time/train_s"]
+    assert train_s == pytest.approx(sum(m.time for m in train_segments))
+    assert result.metrics["energy/train_j"] == pytest.approx(sum(m.total_energy for m in train_segments))
+    assert zeus.epoch_history[0]["energy/epoch_j"] == pytest.approx(
+        sum(m.total_energy for m in epoch_segments)
+    )
+    if measure_evaluation:
+        assert len(train_segments) == 1 and train_s >= eval_time
+    else:  # paused before each evaluation (both inside the epoch), resumed after it
+        assert len(train_segments) == 3 and len(epoch_segments) == 3
+        assert train_s < result.metrics["train_runtime"] - 0.8 * eval_time
+
+
+def test_failing_train_ends_protocol_once_with_attach(tmp_path: Path) -> None:
+    monitor, protocol, integration = RecordingMonitor(), Protocol(), Integration()
+    trainer = Trainer(
+        model=TinyRegressor(fail_at=3),
+        args=args(tmp_path, gradient_accumulation_steps=2),
+        train_dataset=dataset(10),
+        callbacks=[integration],
+    )
+    zeus = ZeusTrainerCallback(monitor, protocol).attach(trainer)
+    assert zeus.attach(trainer) is zeus
+    assert sum(cb is zeus for cb in trainer.callback_handler.callbacks) == 1
+    with pytest.raises(RuntimeError, match="injected training failure"):
+        trainer.train()
+    # Micro-batches 0, 1 make step 1; the failure comes inside step 2: no step_end, no epoch_end.
+    assert protocol.events == [
+        "train_begin",
+        "epoch_begin",
+        "step_begin",
+        "step_end",
+        "step_begin",
+        "train_end",
+    ]
+    assert monitor.open_windows == []
+    assert zeus.train_metrics["energy/train_j"] == pytest.approx(monitor.ended["train"][0].total_energy)
+    assert monitor.ended["epoch"] == []  # the broken epoch is not counted
+
+    # The same trainer trains again after a fix; the guard does not double up.
+    trainer.model.fail_at = None
+    trainer.train()
+    assert protocol.events.count("train_end") == 2 and protocol.events[-1] == "train_end"
+    assert entries(integration.logs, "energy/epoch_j")  # attach() logs through the trainer too
+
+
+def test_resume_from_checkpoint_continues_totals_and_optimizer_state(tmp_path: Path) -> None:
+    first = ZeusTrainerCallback(RecordingMonitor(), Protocol())
+    run = args(
+        tmp_path, max_steps=4, save_strategy="steps", save_steps=2, logging_strategy="steps", logging_steps=1
+    )
+    Trainer(model=TinyRegressor(), args=run, train_dataset=dataset(10), callbacks=[first]).train()
+    ckpt = tmp_path / "checkpoint-2"
+    saved = json.loads((ckpt / "trainer_state.json").read_text())["stateful_callbacks"]["ZeusTrainerCallback"]
+    rank0 = saved["attributes"]["_resume_state"]["ranks"][0]
+    assert rank0["steps_done"] == 2 and rank0["optimizers"] == [{"steps_seen": 2}]
+    saved_j = rank0["energy_j"]["gpu0"]
+    assert 0 < saved_j < first.train_metrics["energy/train_j"]
+
+    monitor, protocol = RecordingMonitor(), Protocol()
+    second = ZeusTrainerCallback(monitor, protocol)
+    trainer = Trainer(model=TinyRegressor(), args=run, train_dataset=dataset(10), callbacks=[second])
+    result = trainer.train(resume_from_checkpoint=str(ckpt))
+    assert protocol.loaded == {"steps_seen": 2}  # the optimizer continues instead of starting over
+    assert protocol.events.count("step_end") == 2 and second.tracker.steps_done == 4
+    (train,) = monitor.ended["train"]
+    assert result.metrics["energy/train_j"] == pytest.approx(saved_j + train.total_energy)
+    assert result.metrics["time/train_s"] == pytest.approx(rank0["time_s"] + train.time)
+
+
+def test_without_its_trainer_values_ride_on_the_next_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import zeus_integrations.huggingface as hf
+
+    monkeypatch.setattr(hf, "_MAX_FRAMES", 0)  # as if Transformers called callbacks some other way
+    before, after = Integration(), Integration()
+    zeus = ZeusTrainerCallback(RecordingMonitor())
+    trainer = Trainer(
+        model=TinyRegressor(),
+        args=args(tmp_path, num_train_epochs=1),
+        train_dataset=dataset(4),
+        callbacks=[before, zeus, after],
+    )
+    result = trainer.train()
+    assert zeus.trainer is None and "could not find its Trainer" in caplog.text
+    assert not entries(before.logs, "energy/epoch_j") and not entries(
+        trainer.state.log_history, "energy/epoch_j"
+    )
+    (epoch_log,) = entries(after.logs, "energy/epoch_j")  # merged into the Trainer's own epoch log
+    assert "loss" in epoch_log and epoch_log["energy/epoch_j"] == zeus.epoch_history[0]["energy/epoch_j"]
+    assert result.metrics["energy/train_j"] == zeus.train_metrics["energy/train_j"] > 0
+
+
+def test_rejects_bad_configuration() -> None:
+    with pytest.raises(ZeusConfigError, match="training protocol"):
+        ZeusTrainerCallback(optimizer=object())  # type: ignore[arg-type]
+    with pytest.raises(ZeusConfigError, match="log_every_n_steps=0"):
+        ZeusTrainerCallback(log_every_n_steps=0)
+    two = [Protocol(), Protocol()]
+    assert ZeusTrainerCallback(optimizer=two).optimizers == two
+
+
+def test_light_import_and_missing_extra_message() -> None:
+    code = (
+        "import sys, zeus_core, zeus_integrations\n"
+        "assert 'transformers' not in sys.modules and 'torch' not in sys.modules, sorted(sys.modules)\n"
+        "sys.modules['transformers'] = None\n"
+        "try:\n"
+        "    import zeus_integrations.huggingface\n"
+        "except ModuleNotFoundError as e:\n"
+        "    print(e)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert "pip install 'zeus-suite[hf]'" in proc.stdout
