@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         data = Dataset.from_dict({"text": _synthetic_lines(args.samples, seed=0)})
 
     monitor = _monitor(args.simulate)
-    zeus = ZeusTrainerCallback(monitor)
+    zeus = ZeusTrainerCallback(monitor=monitor)
     config = SFTConfig(
         output_dir=str(args.out),
         num_train_epochs=args.epochs,

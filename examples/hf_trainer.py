@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     tok, model = _tokenizer_and_model(args)
     train_ds, eval_ds = _datasets(args, tok)
     monitor = _monitor(args.simulate)
-    zeus = ZeusTrainerCallback(monitor)  # None: the GPUs this process trains on
+    zeus = ZeusTrainerCallback(monitor=monitor)  # None: the GPUs this process trains on
     use_cpu = not torch.cuda.is_available()
     training_args = TrainingArguments(
         output_dir=str(args.out),

@@ -75,7 +75,7 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState):
     ``Trainer.log`` (so into ``state.log_history``, the progress output and every ``report_to``
     backend), one entry per epoch and one at the end of training. Steps are optimizer steps, so
     under ``gradient_accumulation_steps=k`` a protocol object sees one step per k micro-batches.
-    Evaluation time is excluded unless ``measure_evaluation=True``. Under torchrun /
+    Evaluation time is excluded unless ``include_validation=True``. Under torchrun /
     ``accelerate launch`` every rank measures its own GPUs and the logged energy is the job's sum.
 
     Metric keys:
@@ -97,12 +97,12 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState):
     optimizer object.
 
     Args:
-        monitor: The monitor to measure with (e.g. the one a power-limit optimizer also uses).
-            ``None``: one is built for this process's GPUs at ``on_train_begin`` and closed at the end.
         optimizer: A protocol object (``on_train_begin`` ... ``on_train_end``), e.g. a
             ``GlobalPowerLimitOptimizer``, or a sequence of them. Each receives every event.
+        monitor: The monitor to measure with (e.g. the one a power-limit optimizer also uses).
+            ``None``: one is built for this process's GPUs at ``on_train_begin`` and closed at the end.
         log_every_n_steps: Also measure and log every N-th optimizer step (``None``: no step entries).
-        measure_evaluation: Count evaluation time inside the training and epoch windows.
+        include_validation: Count evaluation time inside the training and epoch windows.
 
     Raises:
         ZeusConfigError: ``optimizer`` does not implement the protocol, or ``log_every_n_steps`` < 1.
@@ -118,11 +118,11 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState):
 
     def __init__(
         self,
-        monitor: ZeusMonitor | None = None,
         optimizer: TrainingProtocol | Sequence[TrainingProtocol] | None = None,
         *,
+        monitor: ZeusMonitor | None = None,
         log_every_n_steps: int | None = None,
-        measure_evaluation: bool = False,
+        include_validation: bool = False,
     ) -> None:
         if optimizer is None:
             optimizers: list[Any] = []
@@ -145,7 +145,7 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState):
         self.monitor = monitor
         self.optimizers: list[TrainingProtocol] = optimizers
         self.log_every_n_steps = log_every_n_steps
-        self.measure_evaluation = bool(measure_evaluation)
+        self.include_validation = bool(include_validation)
         self.epoch_history: list[dict[str, float]] = []  # every epoch's metrics of the last train() call
         self.train_metrics: dict[str, float] = {}  # totals of the last train() call
         self._tracker: TrainingTracker | None = None
@@ -312,7 +312,7 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState):
     ) -> None:
         # Evaluation started by something other than the default flow (e.g. eval_on_start).
         tracker = self._tracker
-        if self._training and tracker is not None and not self.measure_evaluation and not tracker.paused:
+        if self._training and tracker is not None and not self.include_validation and not tracker.paused:
             tracker.pause()
             self._paused_for_eval = True
 
@@ -356,7 +356,7 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState):
         return {
             "args": {
                 "log_every_n_steps": self.log_every_n_steps,
-                "measure_evaluation": self.measure_evaluation,
+                "include_validation": self.include_validation,
             },
             "attributes": {"_resume_state": self._checkpoint_state()},
         }
@@ -427,7 +427,7 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState):
                 "version": _CHECKPOINT_VERSION,
                 "ranks": distributed.all_gather_object(self._tracker.state_dict()),  # type: ignore[union-attr]
             }
-        if control.should_evaluate and not self.measure_evaluation:
+        if control.should_evaluate and not self.include_validation:
             self._tracker.pause()  # type: ignore[union-attr]
             self._paused_for_eval = True
 

@@ -130,7 +130,7 @@ def entries(logs: list[dict], key: str) -> list[dict]:
 
 def test_logged_energy_equals_measured_with_gradient_accumulation(tmp_path: Path) -> None:
     monitor, protocol, integration = RecordingMonitor(), Protocol(), Integration()
-    zeus = ZeusTrainerCallback(monitor, protocol, log_every_n_steps=2)
+    zeus = ZeusTrainerCallback(protocol, monitor=monitor, log_every_n_steps=2)
     model = TinyRegressor()
     # 10 samples, batch 2 -> 5 micro-batches per epoch; accumulation 2 -> optimizer steps of 2, 2, 1.
     trainer = Trainer(
@@ -179,10 +179,10 @@ def test_logged_energy_equals_measured_with_gradient_accumulation(tmp_path: Path
     assert monitor.open_windows == []
 
 
-@pytest.mark.parametrize("measure_evaluation", [False, True])
-def test_evaluation_time_is_excluded_unless_asked(tmp_path: Path, measure_evaluation: bool) -> None:
+@pytest.mark.parametrize("include_validation", [False, True])
+def test_evaluation_time_is_excluded_unless_asked(tmp_path: Path, include_validation: bool) -> None:
     monitor = RecordingMonitor()
-    zeus = ZeusTrainerCallback(monitor, measure_evaluation=measure_evaluation)
+    zeus = ZeusTrainerCallback(monitor=monitor, include_validation=include_validation)
     sleep_s = 0.1
     trainer = Trainer(
         model=TinyRegressor(eval_sleep_s=sleep_s),
@@ -209,7 +209,7 @@ def test_evaluation_time_is_excluded_unless_asked(tmp_path: Path, measure_evalua
     assert zeus.epoch_history[0]["energy/epoch_j"] == pytest.approx(
         sum(m.total_energy for m in epoch_segments)
     )
-    if measure_evaluation:
+    if include_validation:
         assert len(train_segments) == 1 and train_s >= eval_time
     else:  # paused before each evaluation (both inside the epoch), resumed after it
         assert len(train_segments) == 3 and len(epoch_segments) == 3
@@ -224,7 +224,7 @@ def test_failing_train_ends_protocol_once_with_attach(tmp_path: Path) -> None:
         train_dataset=dataset(10),
         callbacks=[integration],
     )
-    zeus = ZeusTrainerCallback(monitor, protocol).attach(trainer)
+    zeus = ZeusTrainerCallback(protocol, monitor=monitor).attach(trainer)
     assert zeus.attach(trainer) is zeus
     assert sum(cb is zeus for cb in trainer.callback_handler.callbacks) == 1
     with pytest.raises(RuntimeError, match="injected training failure"):
@@ -250,7 +250,7 @@ def test_failing_train_ends_protocol_once_with_attach(tmp_path: Path) -> None:
 
 
 def test_resume_from_checkpoint_continues_totals_and_optimizer_state(tmp_path: Path) -> None:
-    first = ZeusTrainerCallback(RecordingMonitor(), Protocol())
+    first = ZeusTrainerCallback(Protocol(), monitor=RecordingMonitor())
     run = args(
         tmp_path, max_steps=4, save_strategy="steps", save_steps=2, logging_strategy="steps", logging_steps=1
     )
@@ -263,7 +263,7 @@ def test_resume_from_checkpoint_continues_totals_and_optimizer_state(tmp_path: P
     assert 0 < saved_j < first.train_metrics["energy/train_j"]
 
     monitor, protocol = RecordingMonitor(), Protocol()
-    second = ZeusTrainerCallback(monitor, protocol)
+    second = ZeusTrainerCallback(protocol, monitor=monitor)
     trainer = Trainer(model=TinyRegressor(), args=run, train_dataset=dataset(10), callbacks=[second])
     result = trainer.train(resume_from_checkpoint=str(ckpt))
     assert protocol.loaded == {"steps_seen": 2}  # the optimizer continues instead of starting over
@@ -280,7 +280,7 @@ def test_without_its_trainer_values_ride_on_the_next_log(
 
     monkeypatch.setattr(hf, "_MAX_FRAMES", 0)  # as if Transformers called callbacks some other way
     before, after = Integration(), Integration()
-    zeus = ZeusTrainerCallback(RecordingMonitor())
+    zeus = ZeusTrainerCallback(monitor=RecordingMonitor())
     trainer = Trainer(
         model=TinyRegressor(),
         args=args(tmp_path, num_train_epochs=1),
