@@ -33,6 +33,13 @@ Zeus, it is to make the model honest, not to fit a benchmark:
   over all arms (``_SHRINK_PSEUDO_OBS`` pseudo-observations): the spread of a trial's cost comes
   mostly from how many epochs it needs, which varies alike across batch sizes. Zeus uses the raw
   variance of as few as two observations, which is zero when they agree and freezes the arm.
+* Sampling is *unimodal* Thompson sampling (Paladino et al., AAAI'17; Combes & Proutière,
+  ICML'14): only the leader (lowest posterior mean), its neighbouring surviving batch sizes, and
+  the runner-up (second-lowest posterior mean) are sampled. Cost is roughly U-shaped in the batch
+  size (the premise of pruning), so an arm beyond a worse neighbour is rarely the best, and the
+  leader moves step by step when a neighbour proves cheaper. This stops the bandit paying to
+  re-check far arms that two lucky trials made look close. The runner-up is kept because real
+  cost curves have bumps: without it, a leader in a shallow side valley could never be left.
 * A failed trial counts as at least the early-stop threshold (it would have cost more than that to
   converge, or never would), *plus* a retry at the best converged cost: choosing an arm that fails
   means paying for another trial in the same recurrence.
@@ -63,7 +70,6 @@ logger = logging.getLogger(__name__)
 _SHRINK_PSEUDO_OBS = 2.0
 # Relative standard deviation of a trial's cost assumed before any arm has two observations.
 _FALLBACK_RELATIVE_STD = 0.25
-_VARIANT = "base"
 
 
 class Phase(str, Enum):
@@ -95,15 +101,26 @@ class Observation:
     def __post_init__(self) -> None:
         if not isinstance(self.batch_size, int) or isinstance(self.batch_size, bool) or self.batch_size <= 0:
             raise ZeusConfigError(f"Observation: batch_size={self.batch_size!r} must be a positive integer.")
-        if isinstance(self.cost, bool) or not isinstance(self.cost, (int, float)) or not math.isfinite(self.cost):
+        if (
+            isinstance(self.cost, bool)
+            or not isinstance(self.cost, (int, float))
+            or not math.isfinite(self.cost)
+        ):
             raise ZeusConfigError(f"Observation: cost={self.cost!r} must be a finite number of joules.")
         if self.cost < 0:
             raise ZeusConfigError(f"Observation: cost={self.cost!r} must be >= 0 J.")
         if not isinstance(self.converged, bool):
             raise ZeusConfigError(f"Observation: converged={self.converged!r} must be True or False.")
         o = self.overhead
-        if isinstance(o, bool) or not isinstance(o, (int, float)) or not math.isfinite(o) or not 0 <= o <= self.cost:
-            raise ZeusConfigError(f"Observation: overhead={o!r} must be a number of joules within [0, cost={self.cost}].")
+        if (
+            isinstance(o, bool)
+            or not isinstance(o, (int, float))
+            or not math.isfinite(o)
+            or not 0 <= o <= self.cost
+        ):
+            raise ZeusConfigError(
+                f"Observation: overhead={o!r} must be a number of joules within [0, cost={self.cost}]."
+            )
 
     @property
     def recurring_cost(self) -> float:
@@ -209,7 +226,9 @@ class BatchSizeBandit:
             ZeusConfigError: ``obs.batch_size`` is not one of the spec's batch sizes.
         """
         if not isinstance(obs, Observation):
-            raise ZeusConfigError(f"BatchSizeBandit.observe: expected an Observation, got {type(obs).__name__}.")
+            raise ZeusConfigError(
+                f"BatchSizeBandit.observe: expected an Observation, got {type(obs).__name__}."
+            )
         if obs.batch_size not in self._history:
             raise ZeusConfigError(
                 f"BatchSizeBandit.observe: batch_size={obs.batch_size} is not one of the job's batch sizes "
@@ -231,7 +250,11 @@ class BatchSizeBandit:
         self._round_results[obs.batch_size] = (cost, passed)
         logger.debug(
             "%s pruning round %d: batch size %d %s (recurring cost %.1f J)",
-            self._spec.job_id, self._round, obs.batch_size, "passed" if passed else "failed", cost,
+            self._spec.job_id,
+            self._round,
+            obs.batch_size,
+            "passed" if passed else "failed",
+            cost,
         )
         if self._frontier(down) is None and self._frontier(up) is None:
             self._finish_round()
@@ -243,23 +266,14 @@ class BatchSizeBandit:
             # The best cost of the whole round is known now: drop what costs over beta × it.
             cheapest = min(passed.values())
             passed = {b: c for b, c in passed.items() if c <= beta * cheapest}
-        if "valley" in _VARIANT and passed:
-            cheapest = min(passed.values())
-            for direction in self._directions():
-                if self._walk(direction)[1] == "valley":
-                    for b in direction:
-                        if b in self._round_results:
-                            continue
-                        costs = [o.recurring_cost for o in self._history[b] if o.converged]
-                        if costs and (beta is None or sum(costs) / len(costs) <= beta * cheapest):
-                            passed[b] = sum(costs) / len(costs)
         if passed:
             self._survivors = sorted(passed)
             self._default = min(passed, key=lambda b: (passed[b], b))
         else:
             logger.warning(
                 "%s: no batch size reached the target in pruning round %d; nothing pruned.",
-                self._spec.job_id, self._round,
+                self._spec.job_id,
+                self._round,
             )
         self._round += 1
         self._round_results = {}
@@ -267,7 +281,11 @@ class BatchSizeBandit:
             self._phase = Phase.THOMPSON
         logger.debug(
             "%s: pruning round %d done; arms %s, default %d, phase %s",
-            self._spec.job_id, self._round, self._survivors, self._default, self._phase.value,
+            self._spec.job_id,
+            self._round,
+            self._survivors,
+            self._default,
+            self._phase.value,
         )
 
     def _directions(self) -> tuple[list[int], list[int]]:
@@ -277,25 +295,13 @@ class BatchSizeBandit:
 
     def _frontier(self, direction: list[int]) -> int | None:
         """The next unexplored arm of a direction, or None once it ended (failure or exhausted)."""
-        return self._walk(direction)[0]
-
-    def _walk(self, direction: list[int]) -> tuple[int | None, str]:
-        """(next arm to explore or None, how the direction ends: open/failed/valley/exhausted)."""
-        valley = "valley" in _VARIANT and self._round > 0
-        prev = None
-        if valley and direction and direction[0] > self._default:
-            r = self._round_results.get(self._default)
-            prev = r[0] if r and r[1] else None
         for b in direction:
             result = self._round_results.get(b)
             if result is None:
-                return b, "open"
+                return b
             if not result[1]:
-                return None, "failed"
-            if valley and prev is not None and result[0] > prev:
-                return None, "valley"
-            prev = result[0]
-        return None, "exhausted"
+                return None
+        return None
 
     # ------------------------------------------------------------- deciding
     def next_batch_size(self, trial_number: int, pending: Sequence[int] = ()) -> int:
@@ -303,8 +309,9 @@ class BatchSizeBandit:
 
         During pruning this is the next unexplored arm of the round (downwards first), skipping
         one already handed to a running trial; when every candidate is running, the cheapest arm
-        known so far. During Thompson sampling, an arm without observations is tried first, then
-        one posterior sample per arm is drawn and the cheapest wins.
+        known so far. During Thompson sampling, an arm without observations is tried first; then
+        one posterior sample is drawn for the leader (the arm with the lowest posterior mean cost),
+        each of its neighbouring arms and the runner-up, and the cheapest sample wins.
 
         Args:
             trial_number: The trial's number; with ``spec.seed`` it seeds this choice, so asking
@@ -330,16 +337,20 @@ class BatchSizeBandit:
         candidates = {b: p for b, p in posteriors.items() if p.count > 0 or self._spec.prior_mean is not None}
         if not candidates:
             return rng.choice(untried)
-        if _VARIANT == "uts":
-            known = {b: p.mean for b, p in candidates.items() if p.count > 0}
-            if known:
-                leader = min(known, key=lambda b: (known[b], b))
-                arms = [b for b in self._survivors if b in candidates]
-                i = arms.index(leader)
-                near = set(arms[max(0, i - 1): i + 2])
-                candidates = {b: p for b, p in candidates.items() if b in near}
+        candidates = self._neighbourhood(candidates)
         draws = {b: rng.gauss(p.mean, p.std) if p.std > 0 else p.mean for b, p in candidates.items()}
         return min(draws, key=lambda b: (draws[b], b))
+
+    def _neighbourhood(self, candidates: dict[int, ArmPosterior]) -> dict[int, ArmPosterior]:
+        """The leader (lowest posterior mean), its neighbouring arms, and the runner-up."""
+        known = {b: p.mean for b, p in candidates.items() if p.count > 0}
+        if not known:
+            return candidates
+        ranked = sorted(known, key=lambda b: (known[b], b))
+        arms = [b for b in self._survivors if b in candidates]
+        i = arms.index(ranked[0])
+        near = set(arms[max(0, i - 1) : i + 2]) | set(ranked[1:2])
+        return {b: p for b, p in candidates.items() if b in near}
 
     def _best_known(self) -> int:
         means = {b: p.mean for b, p in self.posteriors().items() if p.count > 0}
@@ -373,7 +384,9 @@ class BatchSizeBandit:
         for b in self._survivors:
             window = self._window(b)
             failures[b] = sum(not o.converged for o in window)
-            samples[b] = [o.recurring_cost if o.converged else max(o.recurring_cost, floor) + retry for o in window]
+            samples[b] = [
+                o.recurring_cost if o.converged else max(o.recurring_cost, floor) + retry for o in window
+            ]
         rel_var = self._pooled_relative_variance(samples)
         spec = self._spec
         prior_prec = 0.0 if spec.prior_std is None else 1.0 / spec.prior_std**2

@@ -162,7 +162,9 @@ class JobSpec:
         unknown = sorted(set(data) - known)
         if unknown:
             raise ZeusConfigError(f"JobSpec.from_dict: unknown field(s) {unknown}; known: {sorted(known)}.")
-        missing = [n for n in ("job_id", "batch_sizes", "default_batch_size", "target_metric") if n not in data]
+        missing = [
+            n for n in ("job_id", "batch_sizes", "default_batch_size", "target_metric") if n not in data
+        ]
         if missing:
             raise ZeusConfigError(f"JobSpec.from_dict: missing required field(s) {missing}.")
         kwargs = dict(data)
