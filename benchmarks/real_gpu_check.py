@@ -162,15 +162,16 @@ def section_optimizer(gpu, results: dict) -> None:
     x = torch.randn(4096, 8192, device="cuda", dtype=torch.bfloat16)
     monitor = ZeusMonitor(gpus=[gpu], cpu_indices=[])
     original = gpu.get_power_limit()
-    plo = GlobalPowerLimitOptimizer(monitor, MaxSlowdownConstraint(1.1), warmup_steps=5, profile_steps=20,
-                                    pl_step=50)
+    # Steps here take ~10 ms: profile hundreds of them per limit, read the counter every 0.5 s.
+    plo = GlobalPowerLimitOptimizer(monitor, MaxSlowdownConstraint(1.1), warmup_steps=20, profile_steps=300,
+                                    pl_step=50, min_sample_s=0.5)
     steps = 0
     t0 = time.time()
     plo.on_train_begin()
     try:
-        for _ in range(20):  # epochs of 100 steps, until the optimizer decided
+        for _ in range(20):  # epochs of 1000 steps, until the optimizer decided
             plo.on_epoch_begin()
-            for _ in range(100):
+            for _ in range(1000):
                 plo.on_step_begin()
                 loss = model(x).float().pow(2).mean()
                 loss.backward()

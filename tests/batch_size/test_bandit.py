@@ -97,14 +97,30 @@ def test_observation_validation():
 
 # --------------------------------------------------------------- pruning
 def test_pruning_goes_down_from_default_then_up_and_repeats_from_the_cheapest():
-    bandit = BatchSizeBandit(make_spec())
-    cost = {8: 150.0, 16: 110.0, 32: 100.0, 64: 90.0, 128: 120.0}
+    bandit = BatchSizeBandit(make_spec(beta_knob=2.0))
+    # 8 fails (250 > 2 × 100), so round 1 prunes it and a second round follows. (Were every arm to
+    # pass, pruning would end after round 1: see the early-end test below.)
+    cost = {8: 250.0, 16: 110.0, 32: 100.0, 64: 90.0, 128: 120.0}
     handed = run_pruning(bandit, cost)
-    # Round 1: 32, down 16, 8, then up 64, 128. Round 2 starts at the cheapest (64).
+    # Round 1: 32, down 16, 8, then up 64, 128. Round 2 starts at the cheapest (64), without 8.
     assert handed[:5] == [32, 16, 8, 64, 128]
-    assert handed[5:] == [64, 32, 16, 8, 128]
+    assert handed[5:] == [64, 32, 16, 128]
     assert bandit.phase == "thompson"
+    assert bandit.pruning_round == 2
+    assert bandit.arms == [16, 32, 64, 128]
+
+
+def test_pruning_ends_early_when_a_round_passes_every_arm():
+    spec = make_spec(num_pruning_rounds=3)
+    cost = {8: 150.0, 16: 110.0, 32: 100.0, 64: 90.0, 128: 120.0}  # all within 2 × the best
+    bandit = BatchSizeBandit(spec)
+    handed = run_pruning(bandit, cost)
+    # One round explores every arm and prunes none; another would repeat it, so sampling starts.
+    assert handed == [32, 16, 8, 64, 128]
+    assert bandit.phase == "thompson"
+    assert bandit.pruning_round == 1  # fewer than num_pruning_rounds
     assert bandit.arms == list(SIZES)
+    assert BatchSizeBandit(spec, bandit.observations).summary() == bandit.summary()
 
 
 def test_a_failure_ends_its_direction_and_the_arm_is_pruned():
@@ -249,6 +265,21 @@ def test_sampling_stays_near_the_leader():
     picks = {bandit.next_batch_size(t) for t in range(1, 300)}
     assert 8 not in picks and 128 not in picks
     assert {16, 32, 64} <= picks
+
+
+def test_an_arm_observed_once_stays_a_candidate_far_from_the_leader():
+    spec = make_spec(num_pruning_rounds=0)
+    # 8 is neither a neighbour of the leader 32 nor the runner-up (64), and looks costlier than
+    # both; but its single trial gives it no variance estimate of its own, so it is not ruled out.
+    costs = {8: (125.0,), 16: (110.0, 140.0), 32: (90.0, 110.0), 64: (95.0, 125.0), 128: (150.0, 150.0)}
+    obs = [Observation(b, c, True) for b, cs in costs.items() for c in cs]
+    bandit = BatchSizeBandit(spec, obs)
+    picks = [bandit.next_batch_size(t) for t in range(1, 300)]
+    assert 8 in picks
+    assert 128 not in picks  # two observations: far and costlier, so excluded
+    # A second, equally costly trial gives 8 its own variance estimate: it leaves the candidates.
+    bandit.observe(Observation(8, 125.0, True))
+    assert 8 not in {bandit.next_batch_size(t) for t in range(1, 300)}
 
 
 def test_runner_up_is_sampled_even_when_not_a_neighbour():

@@ -97,7 +97,7 @@ class ZeusPolicy:
         beta_knob: Early-stop factor (``None`` disables it).
         window_size: Bandit window per arm; 0 (all observations) as in the paper's artifact, since
             the traces do not drift. The service's :class:`JobSpec` defaults to 10.
-        num_pruning_rounds: Pruning rounds.
+        num_pruning_rounds: Most pruning rounds (pruning ends early after a round every arm passes).
     """
 
     name = "zeus"

@@ -7,9 +7,12 @@ a service can rebuild it from its database at any time and get the same answers.
 
 Phases (a :class:`Phase`), and the only transitions, made in :meth:`BatchSizeBandit.observe`:
 
-* ``pruning`` -> ``pruning``: a pruning round ends and another one starts.
+* ``pruning`` -> ``pruning``: a round that is not the last ends with some surviving arm not
+  passing (it failed, was never reached, or was dropped), and another round starts.
 * ``pruning`` -> ``thompson``: the last of ``num_pruning_rounds`` rounds ends (immediately when
-  ``num_pruning_rounds`` is 0).
+  ``num_pruning_rounds`` is 0), or, earlier, a round ends in which every surviving arm passed:
+  such a round pruned nothing, so another one would only re-explore the same arms. The knob is
+  therefore the *most* rounds pruning takes.
 
 Pruning round ``r`` walks the surviving batch sizes from the round's default downwards (the
 default included), then upwards. An arm *fails* when its trial did not converge (which includes an
@@ -35,11 +38,14 @@ Zeus, it is to make the model honest, not to fit a benchmark:
   variance of as few as two observations, which is zero when they agree and freezes the arm.
 * Sampling is *unimodal* Thompson sampling (Paladino et al., AAAI'17; Combes & Proutière,
   ICML'14): only the leader (lowest posterior mean), its neighbouring surviving batch sizes, and
-  the runner-up (second-lowest posterior mean) are sampled. Cost is roughly U-shaped in the batch
-  size (the premise of pruning), so an arm beyond a worse neighbour is rarely the best, and the
-  leader moves step by step when a neighbour proves cheaper. This stops the bandit paying to
-  re-check far arms that two lucky trials made look close. The runner-up is kept because real
-  cost curves have bumps: without it, a leader in a shallow side valley could never be left.
+  the runner-up (second-lowest posterior mean) are sampled, plus every arm with fewer than two
+  observations. Cost is roughly U-shaped in the batch size (the premise of pruning), so an arm
+  beyond a worse neighbour is rarely the best, and the leader moves step by step when a
+  neighbour proves cheaper. This stops the bandit paying to re-check far arms that repeated
+  trials have shown to be costlier. The runner-up is kept because real cost curves have bumps:
+  without it, a leader in a shallow side valley could never be left. An arm with a single
+  observation has no variance estimate of its own (only the pooled one), so one unlucky trial is
+  not enough evidence to exclude it; it stays a candidate until it has two.
 * A failed trial counts as at least the early-stop threshold (it would have cost more than that to
   converge, or never would), *plus* a retry at the best converged cost: choosing an arm that fails
   means paying for another trial in the same recurrence.
@@ -153,6 +159,9 @@ def _trial_rng(seed: int, trial_number: int) -> random.Random:
 class BatchSizeBandit:
     """Chooses the batch size of each trial of a recurring job (see the module docstring).
 
+    It prunes for at most ``spec.num_pruning_rounds`` rounds (fewer when a round passes every
+    surviving arm), then runs Thompson sampling over the surviving arms.
+
     Args:
         spec: The job and the bandit's knobs.
         observations: Finished trials so far, in the order they finished.
@@ -207,7 +216,11 @@ class BatchSizeBandit:
 
     @property
     def pruning_round(self) -> int:
-        """The current pruning round (0-based); equals ``num_pruning_rounds`` once done."""
+        """The current pruning round (0-based); once pruning is over, the rounds it took.
+
+        That is at most ``num_pruning_rounds``: pruning ends early after a round in which every
+        surviving arm passed.
+        """
         return self._round
 
     @property
@@ -266,6 +279,9 @@ class BatchSizeBandit:
             # The best cost of the whole round is known now: drop what costs over beta × it.
             cheapest = min(passed.values())
             passed = {b: c for b, c in passed.items() if c <= beta * cheapest}
+        # Every survivor passed: the next round would explore the same arms against the same
+        # evidence, so pruning has converged and ends early.
+        all_passed = len(passed) == len(self._survivors)
         if passed:
             self._survivors = sorted(passed)
             self._default = min(passed, key=lambda b: (passed[b], b))
@@ -277,7 +293,7 @@ class BatchSizeBandit:
             )
         self._round += 1
         self._round_results = {}
-        if self._round >= self._spec.num_pruning_rounds:
+        if all_passed or self._round >= self._spec.num_pruning_rounds:
             self._phase = Phase.THOMPSON
         logger.debug(
             "%s: pruning round %d done; arms %s, default %d, phase %s",
@@ -311,7 +327,8 @@ class BatchSizeBandit:
         one already handed to a running trial; when every candidate is running, the cheapest arm
         known so far. During Thompson sampling, an arm without observations is tried first; then
         one posterior sample is drawn for the leader (the arm with the lowest posterior mean cost),
-        each of its neighbouring arms and the runner-up, and the cheapest sample wins.
+        each of its neighbouring arms, the runner-up and every arm with fewer than two
+        observations, and the cheapest sample wins.
 
         Args:
             trial_number: The trial's number; with ``spec.seed`` it seeds this choice, so asking
@@ -342,7 +359,7 @@ class BatchSizeBandit:
         return min(draws, key=lambda b: (draws[b], b))
 
     def _neighbourhood(self, candidates: dict[int, ArmPosterior]) -> dict[int, ArmPosterior]:
-        """The leader (lowest posterior mean), its neighbouring arms, and the runner-up."""
+        """The leader (lowest posterior mean), its neighbours, the runner-up, and arms seen < 2 times."""
         known = {b: p.mean for b, p in candidates.items() if p.count > 0}
         if not known:
             return candidates
@@ -350,6 +367,9 @@ class BatchSizeBandit:
         arms = [b for b in self._survivors if b in candidates]
         i = arms.index(ranked[0])
         near = set(arms[max(0, i - 1) : i + 2]) | set(ranked[1:2])
+        # An arm with fewer than 2 observations has no variance estimate of its own: one trial is
+        # too little evidence to rule it out, so it stays a candidate wherever it lies.
+        near |= {b for b, p in candidates.items() if p.count < 2}
         return {b: p for b, p in candidates.items() if b in near}
 
     def _best_known(self) -> int:

@@ -18,9 +18,10 @@ beta_knob            2.0       early stopping: a trial whose accumulated cost ex
                                that. Must be > 1; ``None`` disables both.
 window_size          10        only the last ``window_size`` observations of each arm feed its
                                posterior, so a drifting cost is tracked; 0 = all observations.
-num_pruning_rounds   2         rounds of pruning exploration before Thompson sampling: each round
-                               tries the surviving batch sizes from the default downwards, then
-                               upwards, and drops those that fail. 0 skips pruning.
+num_pruning_rounds   2         most rounds of pruning exploration before Thompson sampling: each
+                               round tries the surviving batch sizes from the default downwards,
+                               then upwards, and drops those that fail. Pruning ends early after a
+                               round in which every surviving batch size passed. 0 skips pruning.
 prior_mean/prior_std None      Gaussian prior on every arm's mean cost, J. ``None`` (both) is the
                                uninformative prior: the posterior is the data alone.
 max_epochs           100       a trial that has not reached the target after this many epochs
@@ -65,7 +66,8 @@ class JobSpec:
         eta_knob: Weight of energy in the Zeus cost, in ``[0, 1]``.
         beta_knob: Early-stop / pruning threshold factor (> 1), or ``None`` to disable.
         window_size: Observations per arm used by the posterior (>= 0; 0 = all).
-        num_pruning_rounds: Pruning rounds before Thompson sampling (>= 0).
+        num_pruning_rounds: Most pruning rounds before Thompson sampling (>= 0); pruning ends
+            early after a round in which every surviving batch size passed.
         prior_mean: Prior mean of each arm's cost, J (> 0), or ``None``.
         prior_std: Prior standard deviation of each arm's mean cost, J (> 0), or ``None``.
         max_power_w: MaxPower of the Zeus cost (max power limit × number of GPUs), W (> 0).

@@ -1,0 +1,67 @@
+"""Helpers for the GlobalPowerLimitOptimizer tests: simulated GPUs and a protocol driver."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from zeus_core.device.base import PowerLimitConstraints
+from zeus_core.device.simulated import MeasuredProfile, SimulatedGPU, VirtualClock, simulate_steps
+from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.optimizer.power_limit import GlobalPowerLimitOptimizer
+
+__all__ = ["synthetic_profile", "profile_gpus", "make_gpus", "run_steps", "monitor_of"]
+
+
+def synthetic_profile(name: str = "NVIDIA A40") -> MeasuredProfile:
+    """100–300 W: time per step rises and energy per step falls, then rises, as limits drop.
+
+    Energy per step (J): 300 W: 60, 250 W: 50, 200 W: 45, 150 W: 54, 100 W: 80.
+    """
+    points = [(300, 0.20, 300.0), (250, 0.20, 250.0), (200, 0.225, 200.0), (150, 0.36, 150.0),
+              (100, 0.80, 100.0)]
+    return MeasuredProfile(points=points, gpu_name=name,
+                           constraints=PowerLimitConstraints(100.0, 300.0, 300.0))
+
+
+def make_gpus(n: int = 1, behavior: MeasuredProfile | None = None, noise: float = 0.0, seed: int = 0,
+              clock: VirtualClock | None = None) -> list[SimulatedGPU]:
+    """``n`` simulated GPUs on one virtual clock."""
+    clock = clock or VirtualClock()
+    behavior = behavior or synthetic_profile()
+    return [SimulatedGPU(behavior, index=i, clock=clock, noise=noise, seed=seed * 100 + i) for i in range(n)]
+
+
+def profile_gpus(path: Path, noise: float = 0.03, seed: int = 0) -> list[SimulatedGPU]:
+    """One simulated GPU per ``gpu<i>_energy`` column of a Zeus profile CSV, on one virtual clock."""
+    header = path.read_text().splitlines()[0].split(",")
+    n = sum(1 for h in header if h.startswith("gpu") and h.endswith("_energy"))
+    clock = VirtualClock()
+    return [SimulatedGPU(MeasuredProfile.from_zeus_csv(path, gpu=i), index=i, clock=clock, noise=noise,
+                         seed=seed * 100 + i) for i in range(n)]
+
+
+def monitor_of(gpus: Sequence[SimulatedGPU]) -> ZeusMonitor:
+    """A monitor of exactly these GPUs (no CPUs)."""
+    return ZeusMonitor(gpus=list(gpus), cpu_indices=[])
+
+
+def run_steps(plo: GlobalPowerLimitOptimizer, gpus: Sequence[SimulatedGPU], steps: int,
+              epoch_len: int | None = None) -> list[float]:
+    """Drive ``steps`` optimizer steps (epochs of ``epoch_len`` steps); returns the limit of each step.
+
+    Calls ``on_epoch_begin`` first and ``on_epoch_end`` at every epoch boundary and at the end.
+    """
+    limits = []
+    plo.on_epoch_begin()
+    for i in range(steps):
+        plo.on_step_begin()
+        limits.append(gpus[0].get_power_limit())
+        assert all(g.get_power_limit() == limits[-1] for g in gpus), "GPUs run different limits"
+        simulate_steps(gpus, 1)
+        plo.on_step_end()
+        if epoch_len is not None and (i + 1) % epoch_len == 0 and i + 1 < steps:
+            plo.on_epoch_end()
+            plo.on_epoch_begin()
+    plo.on_epoch_end()
+    return limits

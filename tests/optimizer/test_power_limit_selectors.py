@@ -1,0 +1,219 @@
+"""Selector math, measurement statistics and the early-stopping rules, on hand-made measurements."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import pytest
+
+from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
+from zeus_core.metric import zeus_cost
+from zeus_core.optimizer.power_limit import (
+    EarlyStopping,
+    Energy,
+    MaxSlowdownConstraint,
+    OptimumSelector,
+    PowerLimitMeasurement,
+    Time,
+    ZeusCost,
+)
+
+M = PowerLimitMeasurement
+RULE = EarlyStopping()
+
+
+def exact(rows: list[tuple[float, float, float]], num_gpus: int = 1) -> list[PowerLimitMeasurement]:
+    """Noise-free measurements from ``(limit W, s/step, J/step)`` rows, highest limit first."""
+    return [M(w, 40, t, e, num_gpus=num_gpus) for w, t, e in rows]
+
+
+def noisy(w: float, t: float, e: float, rel_sd: float, steps: int = 10) -> PowerLimitMeasurement:
+    """A measurement whose per-step samples have the given relative spread."""
+    return M(w, steps, t, e, (rel_sd * t) ** 2, (rel_sd * e) ** 2, 0.0)
+
+
+# Energy falls then rises; time rises as the limit falls.
+ROWS = [(300, 0.50, 140.0), (250, 0.52, 120.0), (200, 0.60, 110.0), (150, 0.80, 115.0), (100, 1.30, 150.0)]
+
+
+def test_each_selector_picks_its_optimum() -> None:
+    ms = exact(ROWS)
+    assert Time().select(ms) == 300
+    assert Energy().select(ms) == 200
+    assert MaxSlowdownConstraint(1.1).select(ms) == 250  # 0.52 <= 1.1 * 0.50; 200 W is 20 % slower
+    assert MaxSlowdownConstraint(1.25).select(ms) == 200
+    assert MaxSlowdownConstraint(1.0).select(ms) == 300
+    # ZeusCost with MaxPower = 300 W: eta=1 is energy, eta=0 is time.
+    assert ZeusCost(1.0).select(ms) == 200
+    assert ZeusCost(0.0).select(ms) == 300
+    assert ZeusCost(0.5).select(ms) == 250  # 0.5*120 + 150*0.52 = 138 < 140 (300 W), 145 (200 W)
+
+
+def test_zeus_cost_uses_the_metric_and_the_job_gpu_count() -> None:
+    ms = exact(ROWS, num_gpus=4)
+    sel = ZeusCost(0.3)
+    assert sel.max_power_w(ms) == 1200  # highest limit × 4 GPUs recorded in the measurements
+    assert sel.costs(ms) == [zeus_cost(m.energy_per_step_j, m.time_per_step_s, 0.3, 1200) for m in ms]
+    assert ZeusCost(0.3, world_size=2).max_power_w(ms) == 600
+    # A bigger MaxPower prices time higher, so the choice moves to faster limits.
+    assert ZeusCost(0.8, world_size=1).select(ms) == 200
+    assert ZeusCost(0.8, world_size=16).select(ms) == 300
+
+
+def test_slowdown_is_relative_to_the_fastest_limit_not_the_highest() -> None:
+    # Noise made 250 W the fastest; 200 W is within 10 % of it but not of 300 W... and vice versa.
+    ms = exact([(300, 0.56, 140.0), (250, 0.50, 125.0), (200, 0.545, 110.0), (150, 0.70, 100.0)])
+    assert MaxSlowdownConstraint(1.1).select(ms) == 200
+    assert [m.power_limit_w for m in MaxSlowdownConstraint(1.1).feasible(ms)] == [250, 200]
+
+
+@pytest.mark.parametrize(
+    ("make", "text"),
+    [
+        (lambda: ZeusCost(1.5), "eta_knob=1.5"),
+        (lambda: ZeusCost(-0.1), "eta_knob=-0.1"),
+        (lambda: ZeusCost(0.5, world_size=0), "world_size=0"),
+        (lambda: MaxSlowdownConstraint(0.9), "factor=0.9"),
+        (lambda: EarlyStopping(confidence=1.0), "confidence=1.0"),
+        (lambda: EarlyStopping(min_steps=2, patience=0), "min_steps=2"),
+        (lambda: EarlyStopping(rel_tol=0), "rel_tol=0"),
+    ],
+)
+def test_bad_arguments_are_refused_with_the_value(make, text: str) -> None:
+    with pytest.raises(ZeusConfigError, match=text.replace("(", r"\(").replace(".", r"\.")):
+        make()
+
+
+def test_selecting_from_nothing_says_what_to_do() -> None:
+    for sel in (Time(), Energy(), ZeusCost(0.5), MaxSlowdownConstraint(1.1)):
+        with pytest.raises(ZeusConfigError, match="no measurements"):
+            sel.select([])
+
+
+def test_selectors_have_a_readable_text_form() -> None:
+    assert repr(MaxSlowdownConstraint(1.1)) == "MaxSlowdownConstraint(factor=1.1)"
+    assert repr(ZeusCost(0.5, 4)) == "ZeusCost(eta_knob=0.5, world_size=4)"
+    assert repr(Energy()) == "Energy()"
+
+
+def test_a_custom_selector_gets_the_exhaustive_sweep() -> None:
+    class Lowest(OptimumSelector):
+        def select(self, measurements):  # noqa: D102
+            return min(m.power_limit_w for m in measurements)
+
+    ms = exact(ROWS)
+    assert Lowest().select(ms) == 100
+    assert not Lowest.supports_early_stopping
+    assert Lowest().sweep_done(ms, RULE) is None and Lowest().contenders(ms, RULE) == []
+
+
+# -- measurement statistics ----------------------------------------------------------------------------
+def test_from_samples_means_variances_and_totals() -> None:
+    times = [0.5, 0.7, 0.6, 0.6]
+    energies = [100.0, 140.0, 130.0, 110.0]
+    m = M.from_samples(250, times, energies, num_gpus=2)
+    assert (m.steps, m.time_per_step_s, m.energy_per_step_j, m.num_gpus) == (4, pytest.approx(0.6), 120.0, 2)
+    assert m.time_var_s2 == pytest.approx(0.02 / 3)
+    assert m.energy_var_j2 == pytest.approx(1000 / 3)
+    assert m.covariance_js == pytest.approx((-0.1 * -20 + 0.1 * 20 + 0 + 0) / 3)
+    assert m.average_power_w == pytest.approx(200.0)
+    assert m.time_stderr() == pytest.approx(math.sqrt(0.02 / 3 / 4))
+    # The synchronised window totals override the means, not the spread.
+    m2 = M.from_samples(250, times, energies, 2, total_time_s=2.8, total_energy_j=500.0)
+    assert (m2.time_per_step_s, m2.energy_per_step_j, m2.time_var_s2) == (0.7, 125.0, m.time_var_s2)
+    assert M.from_samples(250, [0.5], [100.0], 1).cost_stderr(1, 0) == math.inf
+
+
+def test_merging_two_visits_equals_measuring_them_at_once() -> None:
+    rng = random.Random(3)
+    t = [rng.gauss(0.5, 0.02) for _ in range(25)]
+    e = [rng.gauss(120, 5) + 100 * (x - 0.5) for x in t]
+    whole = M.from_samples(200, t, e, 1)
+    merged = M.from_samples(200, t[:10], e[:10], 1).merge(M.from_samples(200, t[10:], e[10:], 1))
+    fields = ("steps", "time_per_step_s", "energy_per_step_j", "time_var_s2", "energy_var_j2",
+              "covariance_js")
+    for field in fields:
+        assert getattr(merged, field) == pytest.approx(getattr(whole, field), rel=1e-9), field
+    with pytest.raises(ZeusConfigError, match="different limits"):
+        whole.merge(M(150, 10, 0.5, 100.0))
+
+
+def test_measurements_round_trip_through_json_and_reject_garbage() -> None:
+    m = noisy(225, 0.61, 137.5, 0.03)
+    assert M.from_dict(json.loads(json.dumps(m.to_dict()))) == m
+    assert M.from_dict({**m.to_dict(), "future_field": 1}) == m  # unknown keys are ignored
+    with pytest.raises(ZeusProfileError, match="time_per_step_s"):
+        M.from_dict({"power_limit_w": 200, "steps": 3})
+    with pytest.raises(ZeusProfileError, match="steps >= 1"):
+        M(200, 0, 0.5, 10.0)
+
+
+def test_t_quantiles_match_the_student_distribution() -> None:
+    stats = pytest.importorskip("scipy.stats")
+    for conf in (0.9, 0.95, 0.99):
+        rule = EarlyStopping(confidence=conf)
+        for dof in (1, 2, 3, 4, 9, 20, 100):
+            assert rule.quantile(dof) == pytest.approx(stats.t.ppf(0.5 + conf / 2, dof), rel=1e-9)
+    assert RULE.quantile(0) == math.inf
+
+
+def test_tightness_needs_both_time_and_power_within_the_tolerance() -> None:
+    assert RULE.is_tight(noisy(300, 0.5, 140.0, 0.003, steps=40))
+    assert not RULE.is_tight(noisy(300, 0.5, 140.0, 0.003, steps=5))  # fewer than min_steps
+    assert not RULE.is_tight(noisy(300, 0.5, 140.0, 0.03, steps=40))
+    wobbly_power = M(300, 40, 0.5, 140.0, (0.001 * 0.5) ** 2, (0.05 * 140) ** 2, 0.0)
+    assert not RULE.is_tight(wobbly_power)
+
+
+# -- early-stopping rules ----------------------------------------------------------------------------------
+def test_sweep_stops_after_patience_significant_rises_beyond_the_margin() -> None:
+    base = [noisy(300, 0.5, 140.0, 0.02), noisy(275, 0.5, 120.0, 0.02)]
+    # Two rises of > 10 %: done, naming the limits and the best one.
+    rising = [*base, noisy(250, 0.6, 150.0, 0.02), noisy(225, 0.7, 170.0, 0.02)]
+    reason = Energy().sweep_done(rising, RULE)
+    assert reason is not None and "250/225 W" in reason and "275 W" in reason
+    # One rise is not enough with patience 2, enough with patience 1.
+    assert Energy().sweep_done(rising[:3], RULE) is None
+    assert Energy().sweep_done(rising[:3], EarlyStopping(patience=1)) is not None
+    # A bump: the second limit recovers below the margin, so the sweep goes on.
+    bump = [*base, noisy(250, 0.6, 150.0, 0.02), noisy(225, 0.6, 125.0, 0.02)]
+    assert Energy().sweep_done(bump, RULE) is None
+    # Rises smaller than the margin do not count, however significant.
+    small = [*base, noisy(250, 0.5, 128.0, 0.001, 40), noisy(225, 0.5, 129.0, 0.001, 40)]
+    assert Energy().sweep_done(small, RULE) is None
+    assert Energy().sweep_done(small, EarlyStopping(margin=0.05)) is not None
+    # Rises that noise explains do not count.
+    vague = [*base, noisy(250, 0.6, 150.0, 0.4), noisy(225, 0.7, 170.0, 0.4)]
+    assert Energy().sweep_done(vague, RULE) is None
+
+
+def test_contenders_are_the_limits_not_significantly_worse_than_the_best() -> None:
+    ms = [noisy(300, 0.50, 140.0, 0.03), noisy(275, 0.51, 121.0, 0.03), noisy(250, 0.55, 120.0, 0.03),
+          noisy(225, 0.60, 150.0, 0.03)]
+    assert [m.power_limit_w for m in Energy().contenders(ms, RULE)] == [275, 250]
+    assert [m.power_limit_w for m in Time().contenders(ms, RULE)] == [300, 275]
+    precise = [noisy(275, 0.51, 121.0, 0.001, 40), noisy(250, 0.55, 120.0, 0.001, 40)]
+    assert [m.power_limit_w for m in Energy().contenders(precise, RULE)] == [250]
+
+
+def test_slowdown_sweep_stops_on_consecutive_violations_only() -> None:
+    sel = MaxSlowdownConstraint(1.1)
+    head = [noisy(300, 0.50, 140.0, 0.01), noisy(275, 0.50, 130.0, 0.01)]
+    slow = [noisy(250, 0.60, 125.0, 0.01), noisy(225, 0.62, 120.0, 0.01)]
+    reason = sel.sweep_done([*head, *slow], RULE)
+    assert reason is not None and "slower than 1.1 × the fastest" in reason
+    # A slow bump followed by a fast limit keeps the sweep going (resnet18 at 250 W does this).
+    assert sel.sweep_done([*head, slow[0], noisy(225, 0.51, 110.0, 0.01)], RULE) is None
+
+
+def test_slowdown_contenders_include_the_fastest_when_feasibility_is_unsure() -> None:
+    sel = MaxSlowdownConstraint(1.1)
+    fast = noisy(300, 0.50, 140.0, 0.03)
+    borderline = noisy(250, 0.55, 120.0, 0.03)  # right at 1.1 × 0.50: feasibility unsure
+    clearly_slow = noisy(200, 0.75, 100.0, 0.01)
+    names = [m.power_limit_w for m in sel.contenders([fast, borderline, clearly_slow], RULE)]
+    assert names == [250, 300]
+    sure = [noisy(300, 0.50, 140.0, 0.001, 40), noisy(250, 0.52, 120.0, 0.001, 40)]
+    assert [m.power_limit_w for m in sel.contenders(sure, RULE)] == [250]

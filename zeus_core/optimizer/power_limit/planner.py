@@ -1,0 +1,156 @@
+"""What to profile next: pure functions of the measurements (no devices, no ranks).
+
+:func:`next_action` is the whole profiling policy. The optimizer calls it after every
+measurement, and when it resumes from a profile file or a checkpoint, so a resumed job continues
+exactly where an uninterrupted one would. :func:`measured_enough` is the early stop of one
+measurement.
+
+Early stopping (``EarlyStopping``; ``early_stopping=None`` gives Zeus's exhaustive sweep of
+every limit for ``profile_steps`` steps) has two phases; every decision is taken from the same
+job-wide samples on every rank. A *sample* is a group of consecutive steps read once from the
+energy counter and lasting at least ``min_sample_s`` (one step where steps are that long; see
+:mod:`~zeus_core.optimizer.power_limit.sampling`); no measurement is judged before it has
+``min_samples`` of them.
+
+1. *Survey sweep.* Each limit, from the maximum down, gets ``warmup_steps`` then only
+   ``min_steps`` measured steps (and at least ``min_samples`` samples): enough to see large
+   differences. The sweep stops once no
+   lower limit can win: the cost rose significantly, by more than ``margin``, at ``patience``
+   consecutive limits after the best one (:class:`Time`, :class:`Energy`, :class:`ZeusCost`),
+   or ``patience`` consecutive limits are significantly slower than the allowed slowdown
+   (:class:`MaxSlowdownConstraint`).
+2. *Refinement.* Only the contenders — limits whose cost is not significantly worse than the
+   best's, given the confidence intervals — are measured again (warm-up, then more steps added
+   to their earlier samples), fewest-steps first. A contender's measurement stops early once
+   it is tight enough (confidence half-widths of time per step and of average power within
+   ``rel_tol``, 0.5 % by default) or once it is no longer needed to tell contenders apart; no
+   limit gets more than ``profile_steps`` measured steps in all. Profiling ends when one
+   contender is left or all are tight. Contenders are close to the optimum, so measuring
+   them longer costs little; far-off limits, which cost the most per step, get only
+   ``min_steps``.
+
+Assumptions behind the rules: after warm-up, a limit's steps are independent draws around
+a stable mean, so mean ± t·s/√n (s estimated from the samples, weighted by their steps, with
+samples − 1 degrees of freedom) bounds the truth at the stated confidence. Readings without
+synchronisation and the energy counter's own update period add jitter to each sample, which
+only widens the intervals; strongly correlated steps, such as alternating long and short
+batches, make them too narrow — raise ``min_steps`` then. Along descending limits time per
+step does not fall and a cost falls and then rises, except for bumps that are smaller than
+``margin`` or shorter than ``patience`` limits (the measured A40 profiles have bumps of up to
+15 % over one limit).
+Where these fail, the sweep may stop before the optimum; ``early_stopping=None`` profiles
+every limit. A selector of your own gets the survey and refinement only if it implements
+:meth:`OptimumSelector.sweep_done` and :meth:`OptimumSelector.contenders`; otherwise every
+limit is profiled, each until tight or ``profile_steps``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Sequence
+
+from zeus_core.optimizer.power_limit.measurement import EarlyStopping, PowerLimitMeasurement
+from zeus_core.optimizer.power_limit.selectors import OptimumSelector
+
+__all__ = ["ActionKind", "Action", "candidate_limits", "next_action", "measured_enough"]
+
+
+class ActionKind(str, enum.Enum):
+    """What to do next."""
+
+    SWEEP = "sweep"
+    """Profile the next lower limit."""
+    REFINE = "refine"
+    """Measure a contender again."""
+    DONE = "done"
+    """Profiling is over; set the optimum."""
+
+
+@dataclass(frozen=True)
+class Action:
+    """The next step of profiling.
+
+    Attributes:
+        kind: Sweep, refine or done.
+        power_limit_w: The limit to measure next, or the optimum when done, W.
+        reason: Why the sweep ended (empty while sweeping).
+    """
+
+    kind: ActionKind
+    power_limit_w: float
+    reason: str = ""
+
+
+def candidate_limits(max_w: float, min_w: float, step_w: float) -> list[float]:
+    """Limits from ``max_w`` down to ``min_w`` in ``step_w`` steps, W, highest first.
+
+    ``min_w`` is included only if the steps land on it (as in Zeus).
+    """
+    limits = []
+    i = 0
+    while max_w - i * step_w >= min_w - 1e-9:
+        limits.append(round(max_w - i * step_w, 6))
+        i += 1
+    return limits
+
+
+def next_action(
+    measurements: Sequence[PowerLimitMeasurement],
+    power_limits: Sequence[float],
+    selector: OptimumSelector,
+    rule: EarlyStopping | None,
+    profile_steps: int,
+) -> Action:
+    """Decide what to profile next from the measurements alone.
+
+    Args:
+        measurements: Every profiled limit so far, highest first.
+        power_limits: The candidate limits, W, highest first.
+        selector: What "best" means; its ``sweep_done`` and ``contenders`` drive early stopping.
+        rule: Early-stopping knobs, or ``None`` for Zeus's exhaustive sweep.
+        profile_steps: Most measured steps per limit.
+    """
+    if not measurements:
+        return Action(ActionKind.SWEEP, power_limits[0])
+    lowest = min(m.power_limit_w for m in measurements)
+    remaining = [w for w in power_limits if w < lowest]
+    reason = selector.sweep_done(measurements, rule) if rule is not None else None
+    if reason is None and remaining:
+        return Action(ActionKind.SWEEP, remaining[0])
+    reason = reason or f"every limit down to {lowest:g} W was profiled"
+    if rule is not None and selector.supports_early_stopping:
+        contenders = selector.contenders(measurements, rule)
+        unsure = [m for m in contenders if m.steps < profile_steps and not rule.is_tight(m)]
+        if len(contenders) > 1 and unsure:
+            target = min(unsure, key=lambda m: (m.steps, -m.power_limit_w))
+            return Action(ActionKind.REFINE, target.power_limit_w, reason)
+    return Action(ActionKind.DONE, selector.select(measurements), reason)
+
+
+def measured_enough(
+    m: PowerLimitMeasurement,
+    measurements: Sequence[PowerLimitMeasurement],
+    selector: OptimumSelector,
+    rule: EarlyStopping,
+) -> bool:
+    """Whether a running measurement may stop before ``profile_steps``.
+
+    True once ``m`` is tight (:meth:`EarlyStopping.is_tight`), or, when ``m`` refines a limit in
+    ``measurements``, once the contenders no longer include it or only one is left.
+
+    Args:
+        m: The running measurement (pooled with the limit's earlier one when refining).
+        measurements: Every profiled limit so far, highest first.
+        selector: The optimum selector.
+        rule: Early-stopping knobs.
+    """
+    if m.dof + 1 < rule.min_samples:  # too few samples to judge
+        return False
+    if rule.is_tight(m):
+        return True
+    if all(old.power_limit_w != m.power_limit_w for old in measurements):
+        return False
+    current = [m if old.power_limit_w == m.power_limit_w else old for old in measurements]
+    contenders = selector.contenders(current, rule)
+    return len(contenders) < 2 or all(c is not m for c in contenders)

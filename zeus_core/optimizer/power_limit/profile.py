@@ -1,0 +1,274 @@
+"""The power-limit profile file: measurements and decision, saved as JSON, checked on reuse.
+
+A profile is only valid for the hardware it was measured on. :class:`JobGPUs` describes that
+hardware (GPU model, the GPUs of every rank, the limit range); :meth:`PowerLimitProfile.check`
+rejects a file made on another model or another set of GPUs with a message that says what
+differs and how to proceed.
+
+File format (``"version": 1``)::
+
+    {"version": 1, "kind": "zeus-suite/power-limit-profile",
+     "hardware": {"gpu_model": "NVIDIA A40", "gpu_uuids": ["GPU-…", …], "world_size": 1,
+                  "min_w": 100.0, "max_w": 300.0, "simulated": false},
+     "selector": "MaxSlowdownConstraint(factor=1.1)",
+     "measurements": [{"power_limit_w": 300.0, "steps": 40, "time_per_step_s": …, …}, …],
+     "optimal_power_limit_w": 250.0,          # null while the sweep is unfinished
+     "reason": "…"}
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from zeus_core import distributed
+from zeus_core.device.base import GPU
+from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
+from zeus_core.optimizer.power_limit.measurement import PowerLimitMeasurement
+
+__all__ = ["JobGPUs", "PowerLimitProfile", "gather_job_gpus", "load_profile_on_every_rank"]
+
+logger = logging.getLogger(__name__)
+
+_VERSION = 1
+_KIND = "zeus-suite/power-limit-profile"
+
+
+@dataclass(frozen=True)
+class JobGPUs:
+    """The GPUs of a whole job that a power-limit profile applies to.
+
+    Attributes:
+        gpu_model: Product name shared by every GPU (e.g. ``"NVIDIA A40"``).
+        gpu_uuids: UUID of every monitored GPU, rank by rank.
+        world_size: Number of processes.
+        min_w: Lowest settable limit, W.
+        max_w: Highest settable limit, W.
+        simulated: Whether the GPUs are simulated.
+    """
+
+    gpu_model: str
+    gpu_uuids: tuple[str, ...]
+    world_size: int = 1
+    min_w: float = 0.0
+    max_w: float = 0.0
+    simulated: bool = False
+
+    @property
+    def num_gpus(self) -> int:
+        """GPUs in the job."""
+        return len(self.gpu_uuids)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form."""
+        return {
+            "gpu_model": self.gpu_model, "gpu_uuids": list(self.gpu_uuids), "world_size": self.world_size,
+            "min_w": self.min_w, "max_w": self.max_w, "simulated": self.simulated,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "JobGPUs":
+        """Inverse of :meth:`to_dict`.
+
+        Raises:
+            ZeusProfileError: Required keys are missing.
+        """
+        try:
+            return cls(
+                gpu_model=str(data["gpu_model"]),
+                gpu_uuids=tuple(str(u) for u in data["gpu_uuids"]),
+                world_size=int(data.get("world_size", 1)),
+                min_w=float(data.get("min_w", 0.0)),
+                max_w=float(data.get("max_w", 0.0)),
+                simulated=bool(data.get("simulated", False)),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            raise ZeusProfileError(f"Profile hardware {dict(data)!r} is malformed: {e!r}.") from e
+
+
+@dataclass(frozen=True)
+class PowerLimitProfile:
+    """Measurements of a power-limit sweep and the decision made from them.
+
+    Attributes:
+        hardware: The GPUs the measurements were taken on.
+        measurements: One per profiled limit, highest limit first.
+        optimal_power_limit_w: The chosen limit, W, or ``None`` while the sweep is unfinished.
+        selector: Text form of the selector that decided (for the record).
+        reason: Why the sweep ended where it did.
+    """
+
+    hardware: JobGPUs
+    measurements: tuple[PowerLimitMeasurement, ...] = ()
+    optimal_power_limit_w: float | None = None
+    selector: str = ""
+    reason: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form (see the module docstring)."""
+        return {
+            "version": _VERSION,
+            "kind": _KIND,
+            "hardware": self.hardware.to_dict(),
+            "selector": self.selector,
+            "measurements": [m.to_dict() for m in self.measurements],
+            "optimal_power_limit_w": self.optimal_power_limit_w,
+            "reason": self.reason,
+            **self.extra,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "profile") -> "PowerLimitProfile":
+        """Inverse of :meth:`to_dict`.
+
+        Raises:
+            ZeusProfileError: Not a power-limit profile, a newer version, or malformed content.
+        """
+        if not isinstance(data, Mapping) or data.get("kind") != _KIND:
+            raise ZeusProfileError(
+                f"{source} is not a Zeus Suite power-limit profile (no \"kind\": {_KIND!r}). Point "
+                "profile_path at a file written by GlobalPowerLimitOptimizer, or at a new path."
+            )
+        version = data.get("version")
+        if not isinstance(version, int) or version > _VERSION:
+            raise ZeusProfileError(
+                f"{source} has profile version {version!r}; this Zeus Suite reads version <= {_VERSION}. "
+                "Upgrade zeus-suite or re-profile with a new profile_path."
+            )
+        if "hardware" not in data:
+            raise ZeusProfileError(
+                f"{source} has no \"hardware\" section; re-profile with a new profile_path."
+            )
+        optimal = data.get("optimal_power_limit_w")
+        known = {"version", "kind", "hardware", "selector", "measurements", "optimal_power_limit_w", "reason"}
+        return cls(
+            hardware=JobGPUs.from_dict(data["hardware"]),
+            measurements=tuple(PowerLimitMeasurement.from_dict(m) for m in data.get("measurements", [])),
+            optimal_power_limit_w=None if optimal is None else float(optimal),
+            selector=str(data.get("selector", "")),
+            reason=str(data.get("reason", "")),
+            extra={k: v for k, v in data.items() if k not in known},
+        )
+
+    def save(self, path: str | Path) -> None:
+        """Write the profile as JSON (atomically: a reader never sees half a file)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "PowerLimitProfile":
+        """Read a profile written by :meth:`save`.
+
+        Raises:
+            ZeusProfileError: The file is not valid JSON or not a power-limit profile.
+        """
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise ZeusProfileError(
+                f"Power-limit profile {str(path)!r} is not valid JSON ({e}). Delete it to re-profile, "
+                "or pass another profile_path."
+            ) from e
+        return cls.from_dict(data, source=f"Power-limit profile {str(path)!r}")
+
+    def check(self, job: JobGPUs, source: str = "profile") -> None:
+        """Refuse a profile measured on other hardware.
+
+        Raises:
+            ZeusProfileError: GPU model, number of GPUs, the GPUs themselves or the limit range differ.
+        """
+        saved = self.hardware
+        fix = "Delete the file (or pass a new profile_path) to profile this job's GPUs."
+        if saved.gpu_model != job.gpu_model:
+            raise ZeusProfileError(
+                f"{source} was measured on {saved.gpu_model!r} GPUs, but this job runs on "
+                f"{job.gpu_model!r}. {fix}"
+            )
+        if saved.num_gpus != job.num_gpus:
+            raise ZeusProfileError(
+                f"{source} was measured on {saved.num_gpus} GPU(s), but this job uses {job.num_gpus}. {fix}"
+            )
+        if sorted(saved.gpu_uuids) != sorted(job.gpu_uuids):
+            missing = sorted(set(saved.gpu_uuids) - set(job.gpu_uuids))
+            raise ZeusProfileError(
+                f"{source} was measured on another set of GPUs ({list(saved.gpu_uuids)}); this job's "
+                f"GPUs are {list(job.gpu_uuids)} (not present: {missing}). {fix}"
+            )
+        if (saved.min_w, saved.max_w) != (job.min_w, job.max_w):
+            raise ZeusProfileError(
+                f"{source} assumes power limits {saved.min_w:g}–{saved.max_w:g} W, but this job's GPUs allow "
+                f"{job.min_w:g}–{job.max_w:g} W. {fix}"
+            )
+
+
+def gather_job_gpus(gpus: Sequence[GPU]) -> JobGPUs:
+    """Describe the GPUs of the whole job (every rank calls this; one all-gather when distributed).
+
+    Args:
+        gpus: This rank's monitored GPUs (one model, one limit range).
+
+    Raises:
+        ZeusConfigError: Ranks monitor different GPU models or limit ranges, or two ranks monitor
+            the same real GPU (its energy would count twice).
+    """
+    c = gpus[0].power_limit_constraints()
+    local = (gpus[0].name, [g.uuid for g in gpus], c.min_w, c.max_w, any(g.simulated for g in gpus))
+    ranks = distributed.all_gather_object(local) if distributed.world_size() > 1 else [local]
+    if len({(name, lo, hi) for name, _, lo, hi, _ in ranks}) > 1:
+        raise ZeusConfigError(
+            "GlobalPowerLimitOptimizer: ranks monitor different GPUs "
+            f"({[f'rank {r}: {n} {lo:g}-{hi:g} W' for r, (n, _, lo, hi, _) in enumerate(ranks)]}); one "
+            "limit can only be set on one GPU model with one limit range."
+        )
+    owners: dict[str, int] = {}
+    for r, (_, uuids, _, _, simulated) in enumerate(ranks):
+        for u in uuids:
+            if u in owners and not simulated:  # simulated GPUs of different processes are distinct objects
+                raise ZeusConfigError(
+                    f"GlobalPowerLimitOptimizer: GPU {u} is monitored by ranks {owners[u]} and {r}, so its "
+                    "energy would count twice. Give each rank its own GPU, e.g. "
+                    "ZeusMonitor(gpu_indices=[local_rank])."
+                )
+            owners[u] = r
+    return JobGPUs(
+        gpu_model=ranks[0][0],
+        gpu_uuids=tuple(u for _, uuids, _, _, _ in ranks for u in uuids),
+        world_size=len(ranks),
+        min_w=c.min_w,
+        max_w=c.max_w,
+        simulated=any(r[4] for r in ranks),
+    )
+
+
+def load_profile_on_every_rank(path: Path, job: JobGPUs) -> PowerLimitProfile | None:
+    """Rank 0 reads and checks the profile at ``path``; every rank gets the same answer.
+
+    Returns:
+        The profile, or ``None`` when there is no file yet.
+
+    Raises:
+        ZeusProfileError: On every rank, when the file is malformed or from other hardware.
+    """
+    payload: tuple[str, Any] = ("none", None)
+    if distributed.is_rank_zero() and path.exists():
+        try:
+            profile = PowerLimitProfile.load(path)
+            profile.check(job, source=f"Power-limit profile {str(path)!r}")
+            payload = ("ok", profile.to_dict())
+        except ZeusProfileError as e:
+            payload = ("error", str(e))
+    if distributed.world_size() > 1:
+        payload = distributed.broadcast_object(payload)
+    kind, content = payload
+    if kind == "error":
+        raise ZeusProfileError(content)
+    return PowerLimitProfile.from_dict(content) if kind == "ok" else None

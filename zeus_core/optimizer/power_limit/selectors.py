@@ -1,0 +1,313 @@
+"""Optimum selectors: which profiled power limit is best for the user's goal (Strategy pattern).
+
+A selector sees the measurements in profiling order (highest limit first). It must implement
+:meth:`OptimumSelector.select`. Selectors that set ``supports_early_stopping = True`` also
+implement the two hooks the early-stopping optimizer uses:
+
+* :meth:`OptimumSelector.sweep_done`: no limit below the last measured one can win, so the sweep
+  stops there;
+* :meth:`OptimumSelector.contenders`: the measured limits that could still be the choice given
+  the measurement noise; the optimizer measures them further until one is left or they are all
+  tight.
+
+A selector without these hooks (``supports_early_stopping = False``, the default for your own
+subclasses) gets Zeus's exhaustive sweep, with each limit measured until its estimates are tight.
+
+:class:`LinearCostSelector` implements both hooks for any cost ``a·energy + b·time`` per step;
+:class:`Time`, :class:`Energy` and :class:`ZeusCost` are such costs. :class:`MaxSlowdownConstraint`
+is a constrained choice with its own rules. Subclass :class:`LinearCostSelector` and implement
+``cost_weights`` to get early stopping for your own linear cost.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar, Sequence
+
+from zeus_core.exceptions import ZeusConfigError
+from zeus_core.metric import zeus_cost
+from zeus_core.optimizer.power_limit.measurement import EarlyStopping, PowerLimitMeasurement
+
+__all__ = ["OptimumSelector", "LinearCostSelector", "Time", "Energy", "ZeusCost", "MaxSlowdownConstraint"]
+
+Measurements = Sequence[PowerLimitMeasurement]
+
+
+def _require(measurements: Measurements, who: str) -> None:
+    if not measurements:
+        raise ZeusConfigError(f"{who}.select: no measurements to choose from; profile at least one limit.")
+
+
+class OptimumSelector(ABC):
+    """Chooses the optimal power limit from profiling measurements.
+
+    Attributes:
+        supports_early_stopping: Whether :meth:`sweep_done` and :meth:`contenders` are implemented.
+    """
+
+    supports_early_stopping: ClassVar[bool] = False
+
+    @abstractmethod
+    def select(self, measurements: Measurements) -> float:
+        """The optimal power limit, W, among ``measurements`` (highest limit first).
+
+        Raises:
+            ZeusConfigError: ``measurements`` is empty.
+        """
+
+    def sweep_done(self, measurements: Measurements, rule: EarlyStopping) -> str | None:
+        """Why no limit below the last measured one can be selected, or ``None`` to keep sweeping.
+
+        Args:
+            measurements: Everything profiled so far, highest limit first.
+            rule: Confidence, patience and margin to apply.
+        """
+        return None
+
+    def contenders(self, measurements: Measurements, rule: EarlyStopping) -> list[PowerLimitMeasurement]:
+        """Measured limits that could still be selected once noise is accounted for.
+
+        Returns fewer than two when the choice is settled.
+        """
+        return []
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
+        return f"{type(self).__name__}({args})"
+
+
+def _rose(m: PowerLimitMeasurement, best: PowerLimitMeasurement, a: float, b: float, margin: float,
+          rule: EarlyStopping) -> bool:
+    """Whether ``m`` costs significantly more than ``(1 + margin)`` × ``best``."""
+    scale = 1.0 + margin
+    return rule.significantly_greater(
+        m.cost(a, b), m.cost_stderr(a, b), m.dof,
+        scale * best.cost(a, b), scale * best.cost_stderr(a, b), best.dof,
+    )
+
+
+def _patience_reason(measurements: Measurements, best: PowerLimitMeasurement, a: float, b: float,
+                     rule: EarlyStopping, what: str) -> str | None:
+    """The rise rule: the last ``patience`` limits, all after ``best``, rose by more than the margin."""
+    tail = measurements[-rule.patience:]
+    if len(measurements) <= rule.patience or any(m is best for m in tail):
+        return None
+    if all(_rose(m, best, a, b, rule.margin, rule) for m in tail):
+        return (
+            f"{what} rose by more than {rule.margin:.0%} at the last {rule.patience} limit(s) "
+            f"({'/'.join(f'{m.power_limit_w:g}' for m in tail)} W) after the best, {best.power_limit_w:g} W"
+        )
+    return None
+
+
+class LinearCostSelector(OptimumSelector):
+    """Picks the limit with the least ``a·energy + b·time`` per step, with early stopping.
+
+    * Sweep: done once the last ``rule.patience`` limits each cost significantly more than
+      ``1 + rule.margin`` times the cheapest so far. Assumes the cost along descending limits
+      falls and then rises, with bumps smaller than the margin or shorter than the patience.
+    * Contenders: every measured limit not significantly costlier than the cheapest.
+    """
+
+    supports_early_stopping: ClassVar[bool] = True
+
+    @abstractmethod
+    def cost_weights(self, measurements: Measurements) -> tuple[float, float]:
+        """``(a, b)``: weight of energy per step (unitless) and of time per step (W)."""
+
+    def costs(self, measurements: Measurements) -> list[float]:
+        """The cost of each measurement, in the order given (J-equivalent per step)."""
+        a, b = self.cost_weights(measurements)
+        return [m.cost(a, b) for m in measurements]
+
+    def _best(self, measurements: Measurements) -> PowerLimitMeasurement:
+        costs = self.costs(measurements)
+        return measurements[costs.index(min(costs))]
+
+    def select(self, measurements: Measurements) -> float:
+        """See :meth:`OptimumSelector.select`."""
+        _require(measurements, type(self).__name__)
+        return self._best(measurements).power_limit_w
+
+    def sweep_done(self, measurements: Measurements, rule: EarlyStopping) -> str | None:
+        """See :meth:`OptimumSelector.sweep_done` (rules in the class docstring)."""
+        if not measurements:
+            return None
+        a, b = self.cost_weights(measurements)
+        return _patience_reason(measurements, self._best(measurements), a, b, rule, "the cost")
+
+    def contenders(self, measurements: Measurements, rule: EarlyStopping) -> list[PowerLimitMeasurement]:
+        """See :meth:`OptimumSelector.contenders` (rules in the class docstring)."""
+        if not measurements:
+            return []
+        a, b = self.cost_weights(measurements)
+        best = self._best(measurements)
+        return [m for m in measurements if m is best or not _rose(m, best, a, b, 0.0, rule)]
+
+
+class Time(LinearCostSelector):
+    """The fastest limit (least time per step).
+
+    Noise can make a limit below the maximum look fastest; it is then chosen, which costs no
+    measurable time and saves energy.
+
+    Example:
+        >>> from zeus_core.optimizer.power_limit import PowerLimitMeasurement as M
+        >>> Time().select([M(300, 40, 0.50, 140.0), M(250, 40, 0.55, 120.0)])
+        300.0
+    """
+
+    def cost_weights(self, measurements: Measurements) -> tuple[float, float]:
+        """See :meth:`LinearCostSelector.cost_weights`."""
+        return 0.0, 1.0
+
+
+class Energy(LinearCostSelector):
+    """The limit with the least GPU energy per step.
+
+    Example:
+        >>> from zeus_core.optimizer.power_limit import PowerLimitMeasurement as M
+        >>> Energy().select([M(300, 40, 0.50, 140.0), M(250, 40, 0.55, 120.0)])
+        250.0
+    """
+
+    def cost_weights(self, measurements: Measurements) -> tuple[float, float]:
+        """See :meth:`LinearCostSelector.cost_weights`."""
+        return 1.0, 0.0
+
+
+class ZeusCost(LinearCostSelector):
+    """The least Zeus cost per step, ``eta·E + (1 − eta)·MaxPower·T`` (NSDI'23).
+
+    ``MaxPower`` is the highest profiled limit times the number of GPUs, so time is priced at
+    what the whole job draws at full power.
+
+    Args:
+        eta_knob: Weight of energy in ``[0, 1]`` (1: energy only, 0: time only).
+        world_size: GPUs in the job; ``None`` uses the count recorded in the measurements
+            (every monitored GPU of every rank).
+
+    Raises:
+        ZeusConfigError: ``eta_knob`` outside ``[0, 1]`` or ``world_size < 1``.
+
+    Example:
+        >>> from zeus_core.optimizer.power_limit import PowerLimitMeasurement as M
+        >>> ZeusCost(0.5).select([M(300, 40, 0.50, 140.0), M(250, 40, 0.55, 120.0)])
+        250.0
+    """
+
+    def __init__(self, eta_knob: float, world_size: int | None = None) -> None:
+        if not 0.0 <= eta_knob <= 1.0:
+            raise ZeusConfigError(f"ZeusCost(eta_knob={eta_knob}): eta_knob must be within [0, 1].")
+        if world_size is not None and world_size < 1:
+            raise ZeusConfigError(
+                f"ZeusCost(world_size={world_size}): use the number of GPUs (>= 1) or None."
+            )
+        self.eta_knob = float(eta_knob)
+        self.world_size = world_size
+
+    def max_power_w(self, measurements: Measurements) -> float:
+        """``MaxPower``: highest profiled limit × GPUs in the job, W."""
+        gpus = self.world_size if self.world_size is not None else max(m.num_gpus for m in measurements)
+        return max(m.power_limit_w for m in measurements) * gpus
+
+    def cost_weights(self, measurements: Measurements) -> tuple[float, float]:
+        """See :meth:`LinearCostSelector.cost_weights`."""
+        return self.eta_knob, (1.0 - self.eta_knob) * self.max_power_w(measurements)
+
+    def costs(self, measurements: Measurements) -> list[float]:
+        """Zeus cost of each measurement (:func:`zeus_core.metric.zeus_cost`), J per step."""
+        max_power = self.max_power_w(measurements)
+        return [zeus_cost(m.energy_per_step_j, m.time_per_step_s, self.eta_knob, max_power)
+                for m in measurements]
+
+
+class MaxSlowdownConstraint(OptimumSelector):
+    """The least energy among limits whose time per step is within ``factor`` of the fastest.
+
+    * Sweep: done once the last ``rule.patience`` limits are each significantly slower than
+      ``factor`` × the fastest (assuming time per step does not fall as the limit falls, apart
+      from bumps shorter than the patience), or once energy rose as in :class:`Energy` compared
+      with the best feasible limit.
+    * Contenders: limits that may be feasible and whose energy is not significantly above the
+      best feasible one's, plus the fastest limit when the feasibility of one of them (the best
+      one included) is unsure.
+
+    Args:
+        factor: Allowed slowdown, >= 1 (1.1: at most 10 % slower than the fastest limit).
+
+    Raises:
+        ZeusConfigError: ``factor < 1``.
+
+    Example:
+        >>> from zeus_core.optimizer.power_limit import PowerLimitMeasurement as M
+        >>> MaxSlowdownConstraint(1.1).select([M(300, 40, 0.50, 140.0), M(250, 40, 0.54, 125.0),
+        ...                                    M(200, 40, 0.60, 110.0)])
+        250.0
+    """
+
+    supports_early_stopping: ClassVar[bool] = True
+
+    def __init__(self, factor: float) -> None:
+        if not factor >= 1.0:
+            raise ZeusConfigError(
+                f"MaxSlowdownConstraint(factor={factor}): the allowed slowdown must be >= 1.0 (e.g. 1.1)."
+            )
+        self.factor = float(factor)
+
+    def feasible(self, measurements: Measurements) -> list[PowerLimitMeasurement]:
+        """Measurements whose time per step is within ``factor`` of the fastest one."""
+        fastest = min(m.time_per_step_s for m in measurements)
+        return [m for m in measurements if m.time_per_step_s <= self.factor * fastest]
+
+    def _best(self, measurements: Measurements) -> PowerLimitMeasurement:
+        return min(self.feasible(measurements), key=lambda m: m.energy_per_step_j)
+
+    def select(self, measurements: Measurements) -> float:
+        """See :meth:`OptimumSelector.select`."""
+        _require(measurements, type(self).__name__)
+        return self._best(measurements).power_limit_w
+
+    def _slower(self, m: PowerLimitMeasurement, fastest: PowerLimitMeasurement, rule: EarlyStopping,
+                factor: float) -> bool:
+        """Whether ``m`` is significantly slower than ``factor`` × ``fastest``."""
+        return rule.significantly_greater(
+            m.time_per_step_s, m.time_stderr(), m.dof,
+            factor * fastest.time_per_step_s, factor * fastest.time_stderr(), fastest.dof,
+        )
+
+    def _surely_feasible(self, m: PowerLimitMeasurement, fastest: PowerLimitMeasurement,
+                         rule: EarlyStopping) -> bool:
+        return m is fastest or rule.significantly_greater(
+            self.factor * fastest.time_per_step_s, self.factor * fastest.time_stderr(), fastest.dof,
+            m.time_per_step_s, m.time_stderr(), m.dof,
+        )
+
+    def sweep_done(self, measurements: Measurements, rule: EarlyStopping) -> str | None:
+        """See :meth:`OptimumSelector.sweep_done` (rules in the class docstring)."""
+        if len(measurements) <= rule.patience:
+            return None
+        fastest = min(measurements, key=lambda m: m.time_per_step_s)
+        tail = measurements[-rule.patience:]
+        if all(self._slower(m, fastest, rule, self.factor) for m in tail):
+            return (
+                f"the last {rule.patience} limit(s) ({'/'.join(f'{m.power_limit_w:g}' for m in tail)} W) are "
+                f"significantly slower than {self.factor:g} × the fastest ({fastest.power_limit_w:g} W)"
+            )
+        return _patience_reason(measurements, self._best(measurements), 1.0, 0.0, rule, "energy")
+
+    def contenders(self, measurements: Measurements, rule: EarlyStopping) -> list[PowerLimitMeasurement]:
+        """See :meth:`OptimumSelector.contenders` (rules in the class docstring)."""
+        if not measurements:
+            return []
+        fastest = min(measurements, key=lambda m: m.time_per_step_s)
+        best = self._best(measurements)
+        out = [
+            m for m in measurements
+            if m is best
+            or (not self._slower(m, fastest, rule, self.factor) and not _rose(m, best, 1.0, 0.0, 0.0, rule))
+        ]
+        unsure = not all(self._surely_feasible(m, fastest, rule) for m in out)
+        if unsure and all(m is not fastest for m in out):
+            out.append(fastest)
+        return out
