@@ -45,6 +45,12 @@ _EXPORTS: dict[str, str] = {
     # batch-size optimizer
     "JobSpec": "zeus_core.optimizer.batch_size.spec",
     "BatchSizeOptimizer": "zeus_core.optimizer.batch_size.client",
+    "BatchSizeBandit": "zeus_core.optimizer.batch_size.bandit",
+    # Perseus pipeline frequency planning
+    "plan_frontier": "zeus_core.optimizer.pipeline_frequency",
+    "InstructionProfile": "zeus_core.optimizer.pipeline_frequency",
+    "FrequencyPlan": "zeus_core.optimizer.pipeline_frequency",
+    "PerseusRuntime": "zeus_core.optimizer.pipeline_frequency",
     # training protocol and ranks
     "TrainingProtocol": "zeus_core.callback",
     "TrainingCallback": "zeus_core.callback",

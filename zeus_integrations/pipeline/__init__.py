@@ -38,7 +38,14 @@ from typing import Any, Callable
 from zeus_core.optimizer.pipeline_frequency.runtime import InstructionListener
 from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind
 
-__all__ = ["Attachment", "InstructionListener", "require", "patch_attribute", "wrap_iteration", "wrap_instruction"]
+__all__ = [
+    "Attachment",
+    "InstructionListener",
+    "require",
+    "patch_attribute",
+    "wrap_iteration",
+    "wrap_instruction",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +114,9 @@ def patch_attribute(owner: Any, name: str, value: Any) -> Callable[[], None]:
     def undo() -> None:
         current = getattr(owner, name) if is_module else vars(owner).get(name, _MISSING)
         if current is not value:
-            logger.warning("%s.%s was replaced after Zeus attached; leaving it as is.", type(owner).__name__, name)
+            logger.warning(
+                "%s.%s was replaced after Zeus attached; leaving it as is.", type(owner).__name__, name
+            )
             return
         if before is _MISSING:
             delattr(owner, name)

@@ -87,10 +87,18 @@ def attach(listener: InstructionListener, stage: Any, schedule: Any) -> Attachme
         return backward(*args, **kwargs)
 
     undo = [
-        patch_attribute(stage, "forward_one_chunk", wrap_instruction(
-            listener, InstructionKind.FORWARD, stage.forward_one_chunk, _first_arg)),
-        patch_attribute(stage, "backward_one_chunk", wrap_instruction(
-            listener, InstructionKind.BACKWARD, full_backward_only, _first_arg)),
+        patch_attribute(
+            stage,
+            "forward_one_chunk",
+            wrap_instruction(listener, InstructionKind.FORWARD, stage.forward_one_chunk, _first_arg),
+        ),
+        patch_attribute(
+            stage,
+            "backward_one_chunk",
+            wrap_instruction(listener, InstructionKind.BACKWARD, full_backward_only, _first_arg),
+        ),
         patch_attribute(schedule, "step", wrap_iteration(listener, schedule.step)),
     ]
-    return Attachment(f"torch.distributed.pipelining {type(schedule).__name__} stage {stage.stage_index}", undo)
+    return Attachment(
+        f"torch.distributed.pipelining {type(schedule).__name__} stage {stage.stage_index}", undo
+    )

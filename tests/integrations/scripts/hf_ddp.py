@@ -96,6 +96,9 @@ def main(out: str) -> None:
     report["resumed"] = train(gpu, out, resume=os.path.join(out, "trainer", "checkpoint-2"))
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
         json.dump(report, f)
+    # Tear the process group down before exit: gloo's threads abort the process if left running.
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

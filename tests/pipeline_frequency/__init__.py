@@ -1,0 +1,1 @@
+"""Tests of the Perseus pipeline-frequency planner."""

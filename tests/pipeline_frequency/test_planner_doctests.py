@@ -1,0 +1,32 @@
+"""The runnable examples in the planner's docstrings."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+
+import pytest
+
+MODULES = [
+    "schedule",
+    "profile",
+    "cost_model",
+    "dag",
+    "mincut",
+    "solver",
+    "frontier",
+    "refine",
+    "plan",
+    "plots",
+    "physical_profiles",
+]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples_run(name: str) -> None:
+    if name == "plots":
+        pytest.importorskip("matplotlib")
+    module = importlib.import_module(f"zeus_core.optimizer.pipeline_frequency.{name}")
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0
+    assert result.attempted > 0 or name == "solver"

@@ -1,0 +1,124 @@
+"""2-rank Megatron-core 1F1B run (gloo, CPU, test-only CUDA shim) driving PerseusRuntime.
+
+The run profiles two clocks, plans, and applies (1 discovery + 2 profiling + 2 applying
+iterations), then one forward-only call (evaluation, ignored). Writes ``megatron-rank<r>.json``.
+Usage: python -m torch.distributed.run --nproc-per-node 2 megatron_pipeline.py OUT_DIR
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import sys
+from typing import Any
+
+import torch
+from _emulation import GpuWork, dump, make_gpu, runtime_report
+
+from zeus_core.optimizer.pipeline_frequency.profiler import FrequencySweep
+from zeus_core.optimizer.pipeline_frequency.runtime import PerseusRuntime, PlanSettings
+from zeus_integrations.pipeline import megatron as zeus_megatron
+
+HIDDEN, SEQ, MICRO, MICROBATCHES = 16, 4, 2, 4
+
+
+def install_cuda_shim() -> None:
+    """Test-only: Megatron's schedules hard-code CUDA (device="cuda" buffers, cuda.synchronize)."""
+    torch.cuda.current_device = lambda: "cpu"
+    torch.cuda.synchronize = lambda *a, **k: None
+    zeros = torch.zeros
+
+    def cpu_zeros(*args: Any, **kwargs: Any) -> torch.Tensor:
+        if str(kwargs.get("device", "")).startswith("cuda"):
+            kwargs["device"] = "cpu"
+        return zeros(*args, **kwargs)
+
+    torch.zeros = cpu_zeros
+
+
+class Stage(torch.nn.Module):
+    """One pipeline stage in Megatron's module contract (set_input_tensor, model_type, config)."""
+
+    def __init__(self, config: Any, work: GpuWork, first: bool) -> None:
+        super().__init__()
+        from megatron.core.enums import ModelType
+
+        self.config, self.model_type, self.first = config, ModelType.encoder_or_decoder, first
+        self.linear = torch.nn.Linear(HIDDEN, HIDDEN)
+        self.work = work
+        self.input_tensor: torch.Tensor | None = None
+
+    def set_input_tensor(self, tensor: Any) -> None:  # noqa: D102
+        self.input_tensor = tensor[0] if isinstance(tensor, (list, tuple)) else tensor
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
+        h = x if self.first else self.input_tensor
+        return self.work(self.linear(h))
+
+
+def main(out: str) -> None:
+    faulthandler.dump_traceback_later(150, exit=True)
+    install_cuda_shim()
+    torch.distributed.init_process_group("gloo")
+    from megatron.core import parallel_state
+    from megatron.core.model_parallel_config import ModelParallelConfig
+    from megatron.core.pipeline_parallel import schedules
+
+    parallel_state.initialize_model_parallel(tensor_model_parallel_size=1, pipeline_model_parallel_size=2)
+    rank = torch.distributed.get_rank()
+    gpu = make_gpu(rank)
+    config = ModelParallelConfig(pipeline_model_parallel_size=2, pipeline_dtype=torch.float32)
+    config.hidden_size = HIDDEN
+    config.fine_grained_activation_offloading = False
+    torch.manual_seed(rank)
+    model = Stage(config, GpuWork(gpu, (0.004, 0.008)[rank]), first=rank == 0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = [(torch.randn(SEQ, MICRO, HIDDEN), torch.randn(SEQ, MICRO, HIDDEN)) for _ in range(MICROBATCHES)]
+
+    def forward_step_func(data_iterator: Any, module: Stage) -> tuple[torch.Tensor, Any]:
+        x, y = next(data_iterator)
+        out = module(x)
+
+        def loss_func(output: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+            loss = torch.nn.functional.mse_loss(output, y)
+            return loss, {"loss": loss.detach()}
+
+        return out, loss_func
+
+    original = (schedules.forward_step, schedules.backward_step)
+    runtime = PerseusRuntime(
+        gpu,
+        sweep=FrequencySweep(frequencies_mhz=(1740, 1140), iterations_per_frequency=1, patience=0),
+        planning=PlanSettings(unit_time_s=5e-4),
+    )
+    with runtime, zeus_megatron.attach(runtime):
+        for _ in range(5):
+            forward_backward = schedules.get_forward_backward_func()
+            forward_backward(
+                forward_step_func=forward_step_func,
+                data_iterator=iter(data),
+                model=[model],
+                num_microbatches=MICROBATCHES,
+                seq_length=SEQ,
+                micro_batch_size=MICRO,
+            )
+            optimizer.step()
+            optimizer.zero_grad()
+        with torch.no_grad():
+            schedules.get_forward_backward_func()(
+                forward_step_func=forward_step_func,
+                data_iterator=iter(data),
+                model=[model],
+                num_microbatches=MICROBATCHES,
+                seq_length=SEQ,
+                micro_batch_size=MICRO,
+                forward_only=True,
+            )
+    assert (schedules.forward_step, schedules.backward_step) == original
+    report = runtime_report(runtime)
+    report["work_clocks"] = model.work.clocks
+    dump(out, "megatron", report)
+    torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

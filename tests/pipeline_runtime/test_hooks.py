@@ -1,0 +1,161 @@
+"""The hook plumbing shared by the framework adapters: registration, undo, events, lazy imports."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+from zeus_core.exceptions import ZeusConfigError, ZeusNotSupportedError
+from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind
+from zeus_integrations.pipeline import Attachment, patch_attribute, wrap_instruction, wrap_iteration
+
+
+class Recorder:
+    """An InstructionListener that records every event."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[Any, ...]] = []
+
+    def set_pipeline(self, stage: int, num_stages: int, schedule: str | None = None) -> None:
+        self.events.append(("pipeline", stage, num_stages, schedule))
+
+    def begin_iteration(self) -> None:
+        self.events.append(("begin_iteration",))
+
+    def end_iteration(self, failed: bool = False) -> None:
+        self.events.append(("end_iteration", failed))
+
+    def begin_instruction(self, kind: InstructionKind | str, microbatch: int | None = None) -> None:
+        self.events.append(("begin", InstructionKind.parse(kind).value, microbatch))
+
+    def end_instruction(
+        self, kind: InstructionKind | str, microbatch: int | None = None, failed: bool = False
+    ) -> None:
+        self.events.append(("end", InstructionKind.parse(kind).value, microbatch, failed))
+
+
+class Engine:
+    def step(self, x: int) -> int:
+        return x + 1
+
+
+def test_patch_attribute_on_an_instance_and_a_module_undoes_cleanly() -> None:
+    engine = Engine()
+    undo = patch_attribute(engine, "step", lambda x: x * 10)
+    assert engine.step(2) == 20 and "step" in vars(engine)
+    undo()
+    assert engine.step(2) == 3 and "step" not in vars(engine)
+    module = types.ModuleType("fake_schedules")
+    module.forward_step = lambda: "original"  # type: ignore[attr-defined]
+    undo = patch_attribute(module, "forward_step", lambda: "wrapped")
+    assert module.forward_step() == "wrapped"
+    undo()
+    assert module.forward_step() == "original"
+
+
+def test_undo_leaves_a_later_replacement_alone(caplog: pytest.LogCaptureFixture) -> None:
+    engine = Engine()
+    undo = patch_attribute(engine, "step", lambda x: 0)
+    engine.step = lambda x: -1  # type: ignore[method-assign]  # someone else wrapped after us
+    undo()
+    assert engine.step(5) == -1 and "replaced after Zeus attached" in caplog.text
+
+
+def test_wrappers_report_boundaries_and_failures() -> None:
+    rec = Recorder()
+    calls: list[int] = []
+
+    def forward(mb: int, fail: bool = False) -> int:
+        calls.append(mb)
+        if fail:
+            raise RuntimeError("boom")
+        return mb
+
+    fwd = wrap_instruction(rec, InstructionKind.FORWARD, forward, lambda a, k: a[0])
+    step = wrap_iteration(rec, lambda: [fwd(0), fwd(1)])
+    assert step() == [0, 1]
+    with pytest.raises(RuntimeError, match="boom"):
+        wrap_iteration(rec, lambda: fwd(2, fail=True))()
+    assert rec.events == [
+        ("begin_iteration",),
+        ("begin", "forward", 0),
+        ("end", "forward", 0, False),
+        ("begin", "forward", 1),
+        ("end", "forward", 1, False),
+        ("end_iteration", False),
+        ("begin_iteration",),
+        ("begin", "forward", 2),
+        ("end", "forward", 2, True),
+        ("end_iteration", True),
+    ]
+    assert fwd.__wrapped__ is forward and calls == [0, 1, 2]  # type: ignore[attr-defined]
+
+
+def test_attachment_detaches_once_in_reverse_order() -> None:
+    order: list[str] = []
+    with Attachment("test", [lambda: order.append("a"), lambda: order.append("b")]) as att:
+        assert att.attached
+    att.detach()
+    assert order == ["b", "a"] and not att.attached and "attached=False" in repr(att)
+
+
+def test_torch_pipelining_rejects_unsupported_schedules_and_non_stages() -> None:
+    pytest.importorskip("torch")
+    from torch.distributed.pipelining import ScheduleInterleaved1F1B
+
+    from zeus_integrations.pipeline import torch_pipelining
+
+    fake = object.__new__(ScheduleInterleaved1F1B)
+    with pytest.raises(ZeusNotSupportedError, match="ScheduleInterleaved1F1B is not supported"):
+        torch_pipelining.attach(Recorder(), object(), fake)
+    from torch.distributed.pipelining import Schedule1F1B
+
+    with pytest.raises(ZeusConfigError, match="pass the PipelineStage"):
+        torch_pipelining.attach(Recorder(), object(), object.__new__(Schedule1F1B))
+
+
+def test_adapters_import_no_framework_and_name_the_extra_when_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    code = (
+        "import sys\n"
+        "import zeus_integrations.pipeline, zeus_integrations.pipeline.torch_pipelining\n"
+        "import zeus_integrations.pipeline.deepspeed, zeus_integrations.pipeline.megatron\n"
+        "import zeus_core.optimizer.pipeline_frequency.runtime\n"
+        "bad = [m for m in ('torch', 'deepspeed', 'megatron', 'scipy', 'matplotlib') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    from zeus_integrations.pipeline import deepspeed as zeus_ds
+    from zeus_integrations.pipeline import megatron as zeus_megatron
+
+    # Hide the frameworks, including submodules earlier tests may have imported.
+    for name in [m for m in sys.modules if m.split(".")[0] in ("deepspeed", "megatron")] + ["deepspeed", "megatron"]:
+        monkeypatch.setitem(sys.modules, name, None)
+    with pytest.raises(ModuleNotFoundError, match=r"pip install 'zeus-suite\[pipeline\]'"):
+        zeus_ds.attach(Recorder(), object())
+    with pytest.raises(ModuleNotFoundError, match=r"needs megatron"):
+        zeus_megatron.attach(Recorder())
+
+
+def test_megatron_needs_model_parallelism_or_an_explicit_stage() -> None:
+    pytest.importorskip("megatron.core")
+    from zeus_integrations.pipeline import megatron as zeus_megatron
+
+    rec = Recorder()
+    with pytest.raises(ZeusConfigError, match="initialize_model_parallel"):
+        zeus_megatron.attach(rec)
+    from megatron.core.pipeline_parallel import schedules
+
+    original = schedules.forward_step
+    with zeus_megatron.attach(rec, stage=1, num_stages=2):
+        assert schedules.forward_step is not original
+    assert schedules.forward_step is original and rec.events == [("pipeline", 1, 2, "1f1b")]

@@ -1,0 +1,73 @@
+"""Perseus: per-instruction GPU frequency planning for pipeline-parallel training.
+
+Planner (this package's data and algorithms):
+
+* :mod:`.schedule`: pipeline schedules as data (:func:`synchronous_1f1b`, :func:`gpipe`);
+* :mod:`.profile`: :class:`InstructionProfile`, time/energy per (stage, instruction, clock), CSV I/O;
+* :mod:`.cost_model`: Pareto options, effective energy, convex cost models;
+* :mod:`.dag`: the iteration's DAG; :mod:`.solver`: Phillips–Dessouky min-cut frontier;
+* :mod:`.frontier`: :func:`plan_frontier` and :class:`Frontier` (zero-slowdown, deadline and
+  least-energy plans); :mod:`.plan`: :class:`FrequencyPlan` (JSON round trip);
+* :mod:`.plots`: frontier and timeline plots; :mod:`.physical_profiles`: synthetic A100/A40 profiles.
+
+In training:
+
+* :mod:`.profiler`: :class:`InstructionProfiler` (time and energy per instruction at a sweep of clocks);
+* :mod:`.controller`: :class:`FrequencyController` (sets locked SM clocks off the training thread);
+* :mod:`.runtime`: :class:`PerseusRuntime` (profile -> plan on rank 0 -> broadcast -> apply; reuse on restart).
+
+Names load lazily, so importing this package does not import scipy or matplotlib.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, str] = {
+    "InstructionKind": "schedule",
+    "Instruction": "schedule",
+    "PipelineSchedule": "schedule",
+    "synchronous_1f1b": "schedule",
+    "gpipe": "schedule",
+    "make_schedule": "schedule",
+    "SCHEDULES": "schedule",
+    "ProfileMeasurement": "profile",
+    "InstructionProfile": "profile",
+    "InstructionOptions": "cost_model",
+    "CostModel": "cost_model",
+    "ConvexHullCostModel": "cost_model",
+    "ExponentialCostModel": "cost_model",
+    "TimeRounding": "cost_model",
+    "PipelineDAG": "dag",
+    "Frontier": "frontier",
+    "Replay": "frontier",
+    "plan_frontier": "frontier",
+    "FrequencyPlan": "plan",
+    "physical_instruction_profile": "physical_profiles",
+    "PHYSICAL_GPUS": "physical_profiles",
+    "plot_frontier": "plots",
+    "plot_timeline": "plots",
+    "InstructionProfiler": "profiler",
+    "FrequencySweep": "profiler",
+    "FrequencyController": "controller",
+    "ControlMode": "controller",
+    "PerseusRuntime": "runtime",
+    "PlanSettings": "runtime",
+    "PlanTarget": "runtime",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

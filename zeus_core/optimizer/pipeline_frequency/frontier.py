@@ -1,0 +1,501 @@
+"""The Perseus planner: iteration time–energy frontier of a pipeline and the plans on it.
+
+:func:`plan_frontier` turns a schedule and an instruction profile into a :class:`Frontier`: for
+every iteration time (in ``unit_time_s`` quanta) from the all-slowest plan down to the shortest
+time, the least-energy per-instruction clocks (Phillips–Dessouky min cuts; see :mod:`.solver`).
+Helpers pick the plans Perseus uses:
+
+* :meth:`Frontier.zero_slowdown_plan`: the least energy at the shortest iteration time (no
+  slowdown versus running every instruction at the highest clock; removes intrinsic bloat);
+* :meth:`Frontier.plan_for_time`: the plan for an iteration that may take ``time_s`` (a deadline,
+  or the iteration time of a straggling pipeline: extrinsic bloat);
+* :meth:`Frontier.least_energy_plan`: the least total energy at any iteration time.
+
+Energies (J) count every GPU of the pipeline over the whole iteration: each instruction's energy
+plus ``blocking_power_w`` for the time each GPU is not computing. Predictions of a chosen plan are
+*replayed* in real (not quantised) time through the DAG. Plans for a target time are refined in
+real time (:mod:`.refine`: the LP at exactly that time, slack reclaiming, and a min-cut repair if
+quantisation left a plan too long), so ``zero_slowdown_plan()`` is never slower than the
+all-maximum-clock plan.
+
+Example:
+    >>> from zeus_core.optimizer.pipeline_frequency import physical_instruction_profile, synchronous_1f1b
+    >>> frontier = plan_frontier(synchronous_1f1b(2, 4), physical_instruction_profile("a100", 2),
+    ...                          blocking_power_w=80.0)
+    >>> fast, base = frontier.zero_slowdown_plan(), frontier.max_frequency_plan()
+    >>> fast.iteration_time_s <= base.iteration_time_s and fast.energy_j < base.energy_j
+    True
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import importlib.util
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zeus_core.exceptions import ZeusConfigError
+from zeus_core.optimizer.pipeline_frequency.cost_model import (
+    COST_MODELS,
+    CostModel,
+    ExecutionOption,
+    InstructionOptions,
+    TimeRounding,
+)
+from zeus_core.optimizer.pipeline_frequency.dag import PipelineDAG
+from zeus_core.optimizer.pipeline_frequency.mincut import FlowBackend
+from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
+from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
+from zeus_core.optimizer.pipeline_frequency.refine import lp_plan, reclaim_slack, repair_to_time
+from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind, PipelineSchedule
+from zeus_core.optimizer.pipeline_frequency.solver import (
+    IntegerCostTable,
+    SolverResult,
+    solve_frontier,
+)
+
+__all__ = ["Replay", "Frontier", "plan_frontier"]
+
+logger = logging.getLogger(__name__)
+
+_TIME_RTOL = 1e-9
+
+
+@dataclass(frozen=True)
+class Replay:
+    """Real-time prediction of one plan.
+
+    Attributes:
+        iteration_time_s: Longest path of the DAG with the clocks' measured durations, s.
+        energy_j: All GPUs of the pipeline over ``iteration_time_s``, J (instruction energy plus
+            blocking power while not computing).
+        compute_energy_j: Energy of the instructions alone, J.
+    """
+
+    iteration_time_s: float
+    energy_j: float
+    compute_energy_j: float
+
+
+class Frontier:
+    """The planned time–energy frontier; point 0 is the all-slowest plan, the last the fastest.
+
+    Built by :func:`plan_frontier`. Per-point arrays (index ``i`` = frontier point):
+
+    Attributes:
+        quant_times: Iteration time, quanta.
+        times_s: Iteration time, s (``quant_times × unit_time_s``).
+        effective_energy_j: Sum of the chosen options' effective energies, J.
+        energy_j: ``effective_energy_j + blocking_power_w × num_stages × times_s``, J: the energy
+            of all GPUs if the iteration takes ``times_s``.
+        model_energy_j: The same with the cost model's effective energies (what the planner
+            minimised), J.
+        solver: Raw solver output (steps, flows, timing).
+    """
+
+    def __init__(
+        self,
+        schedule: PipelineSchedule,
+        profile: InstructionProfile,
+        dag: PipelineDAG,
+        options: dict[tuple[int, InstructionKind], InstructionOptions],
+        models: dict[tuple[int, InstructionKind], CostModel],
+        types: np.ndarray,
+        keys: list[tuple[int, InstructionKind]],
+        table: IntegerCostTable,
+        solver: SolverResult,
+        settings: dict[str, Any],
+    ) -> None:
+        self.schedule, self.profile, self.dag = schedule, profile, dag
+        self.options, self.models, self.solver, self.settings = options, models, solver, settings
+        self.unit_time_s = float(settings["unit_time_s"])
+        self.blocking_power_w = float(settings["blocking_power_w"])
+        self._types, self._keys, self._table = types, keys, table
+        self._plan_cache: dict[tuple[float, str], FrequencyPlan] = {}
+        self._points_per_step = np.array([s.length for s in solver.steps], dtype=np.int64)
+        self._step_first = np.concatenate([[1], 1 + np.cumsum(self._points_per_step)])
+        # Effective energy of the option used at each duration, per type, flattened:
+        # _eff_flat[_eff_off[t] + q - min_q[t]].
+        tables = [
+            np.array(
+                [
+                    options[k].option_for_duration(q).effective_energy_j
+                    for q in range(options[k].min_quant_time, options[k].max_quant_time + 1)
+                ]
+            )
+            for k in keys
+        ]
+        self._eff_off = np.concatenate([[0], np.cumsum([len(t) for t in tables])[:-1]]).astype(np.int64)
+        self._eff_flat = np.concatenate(tables)
+        self._build_point_arrays()
+
+    def _build_point_arrays(self) -> None:
+        s = self.solver
+        n_pts = 1 + int(self._points_per_step.sum())
+        quant = np.empty(n_pts, dtype=np.int64)
+        model = np.empty(n_pts, dtype=np.int64)
+        eff = np.empty(n_pts, dtype=float)
+        d = s.initial_durations.copy()
+        base = self._eff_off[self._types] - self._table.min_q[self._types]  # flat index = base + q
+        quant[0] = s.steps[0].start_time if s.steps else int(self.dag.longest_path(d))
+        model[0] = s.initial_cost
+        eff[0] = float(self._eff_flat[base + d].sum())
+        i = 1
+        for step in s.steps:
+            j = np.arange(1, step.length + 1)
+            ops, a = step.ops, step.direction
+            before = self._eff_flat[base[ops] + d[ops]]
+            after = self._eff_flat[base[ops][None, :] + d[ops][None, :] - j[:, None] * a[None, :]]
+            quant[i : i + step.length] = step.start_time - j
+            model[i : i + step.length] = model[i - 1] + j * step.slope
+            eff[i : i + step.length] = eff[i - 1] + (after - before[None, :]).sum(axis=1)
+            d[ops] -= step.length * a
+            i += step.length
+        self.quant_times = quant
+        self.times_s = quant * self.unit_time_s
+        stages = self.schedule.num_stages
+        self.effective_energy_j = eff
+        self.energy_j = eff + self.blocking_power_w * stages * self.times_s
+        self.model_energy_j = (
+            self._table.cost_j(self._types, model) + self.blocking_power_w * stages * self.times_s
+        )
+
+    def __len__(self) -> int:
+        return len(self.quant_times)
+
+    # ----------------------------------------------------------------- points and plans
+    def durations(self, index: int) -> np.ndarray:
+        """Planned duration of every instruction at point ``index``, quanta (``dag.instructions`` order)."""
+        if not -len(self) <= index < len(self):
+            raise ZeusConfigError(f"Frontier has {len(self)} points; index {index} is out of range.")
+        index %= len(self)
+        if index == 0:
+            return self.solver.initial_durations.copy()
+        step = int(np.searchsorted(self._step_first, index, side="right")) - 1
+        return self.solver.durations_after(step, index - int(self._step_first[step]) + 1)
+
+    def _chosen(self, durations: np.ndarray) -> list[ExecutionOption]:
+        return [
+            self.options[self._keys[t]].option_for_duration(q)
+            for t, q in zip(self._types.tolist(), durations.tolist())
+        ]
+
+    def replay(self, chosen: list[ExecutionOption]) -> Replay:
+        """Real iteration time and energy of per-instruction options (``dag.instructions`` order)."""
+        times = np.array([o.time_s for o in chosen])
+        energy = float(sum(o.energy_j for o in chosen))
+        t = float(self.dag.longest_path(times))
+        idle = self.schedule.num_stages * t - float(times.sum())
+        return Replay(t, energy + self.blocking_power_w * idle, energy)
+
+    def replay_plan(self, plan: FrequencyPlan) -> Replay:
+        """Real iteration time and energy of any plan (e.g. one from another planner).
+
+        Raises:
+            ZeusProfileError: The plan's shape differs from the schedule, or it uses a clock the
+                profile has no measurement for (the plan is printed with those cells marked).
+        """
+        return self.replay(self.measured_options(plan))
+
+    def measured_options(self, plan: FrequencyPlan) -> list[ExecutionOption]:
+        """The profiled option of each instruction's planned clock (``dag.instructions`` order).
+
+        Raises:
+            ZeusProfileError: As :meth:`replay_plan`.
+        """
+        plan.check_matches(self.schedule)
+        table = {k: {m.frequency_mhz: m for m in self.profile.get(*k)} for k in self.options}
+        plan.validate({k: set(v) for k, v in table.items()})
+        chosen = []
+        for inst in self.dag.instructions:
+            m = table[(inst.stage, inst.kind)][plan.frequencies[inst]]
+            chosen.append(
+                ExecutionOption(
+                    m.frequency_mhz, m.time_s, m.energy_j, m.energy_j - self.blocking_power_w * m.time_s, 0
+                )
+            )
+        return chosen
+
+    def _plan(self, chosen: list[ExecutionOption], label: str, **meta: Any) -> FrequencyPlan:
+        rep = self.replay(chosen)
+        metadata = {"planner": dict(self.settings), **meta}
+        return FrequencyPlan(
+            self.schedule.name,
+            self.schedule.num_stages,
+            self.schedule.num_microbatches,
+            {inst: o.frequency_mhz for inst, o in zip(self.dag.instructions, chosen)},
+            self.schedule.num_chunks,
+            label,
+            rep.iteration_time_s,
+            rep.energy_j,
+            self.profile.simulated,
+            metadata,
+        )
+
+    def plan(self, index: int, label: str = "") -> FrequencyPlan:
+        """The plan at frontier point ``index`` (replayed; not repaired)."""
+        d = self.durations(index)
+        return self._plan(
+            self._chosen(d),
+            label or f"point-{index % len(self)}",
+            quant_time=int(self.quant_times[index]),
+            frontier_index=index % len(self),
+        )
+
+    def max_frequency_plan(self) -> FrequencyPlan:
+        """Baseline: every instruction at its highest profiled clock."""
+        chosen = []
+        for inst in self.dag.instructions:
+            m = self.profile.get(inst.stage, inst.kind)[0]  # highest clock first
+            chosen.append(
+                ExecutionOption(
+                    m.frequency_mhz, m.time_s, m.energy_j, m.energy_j - self.blocking_power_w * m.time_s, 0
+                )
+            )
+        return self._plan(chosen, "max-frequency")
+
+    def zero_slowdown_plan(self) -> FrequencyPlan:
+        """Least energy with no slowdown versus :meth:`max_frequency_plan` (Perseus's default plan)."""
+        return self._plan_within(self.max_frequency_plan().iteration_time_s, "zero-slowdown")
+
+    def plan_for_time(self, time_s: float, label: str = "deadline") -> FrequencyPlan:
+        """The least-energy plan for an iteration allowed to take ``time_s`` (s).
+
+        GPUs that finish early block until ``time_s`` (a deadline, or a straggling pipeline that
+        everyone waits for), so the plan is the frontier point with the longest time that fits.
+
+        Raises:
+            ZeusConfigError: ``time_s`` is shorter than the all-maximum-clock iteration.
+        """
+        fastest = self.max_frequency_plan().iteration_time_s
+        if time_s < fastest * (1 - _TIME_RTOL):
+            raise ZeusConfigError(
+                f"plan_for_time({time_s:.6g} s): the pipeline needs at least {fastest:.6g} s per iteration "
+                "even at the highest clocks; pass a longer time."
+            )
+        return self._plan_within(float(time_s), label, requested_time_s=float(time_s))
+
+    def least_energy_plan(self) -> FrequencyPlan:
+        """The frontier point with the least total energy, at whatever iteration time it takes.
+
+        Instructions are then slowed into any slack left at the point's real iteration time
+        (:func:`~.refine.reclaim_slack`), which only lowers the energy.
+        """
+        index = int(np.argmin(self.energy_j))
+        chosen = self._chosen(self.durations(index))
+        ladders = [self.options[(i.stage, i.kind)].all_pareto for i in self.dag.instructions]
+        chosen = reclaim_slack(self.dag, ladders, chosen, self.replay(chosen).iteration_time_s)
+        return self._plan(
+            chosen, "least-energy", frontier_index=index, quant_time=int(self.quant_times[index])
+        )
+
+    def _plan_within(self, time_s: float, label: str, **meta: Any) -> FrequencyPlan:
+        """Least-energy plan whose real iteration time is at most ``time_s`` (cached per time).
+
+        Two candidates, the cheaper wins, both finished by :func:`~.refine.reclaim_slack`:
+
+        * from the frontier: walking from the longest quantised time that fits towards shorter
+          ones, the first point whose replayed real time fits as is (without scipy, if none
+          does, the shortest point repaired to ``time_s`` by :func:`~.refine.repair_to_time`);
+        * with scipy installed, :func:`~.refine.lp_plan`: the real-time LP at ``time_s``
+          (repaired in the rare case the LP's tolerance leaves it a hair too long).
+        """
+        key = (round(time_s, 12), label)
+        if key in self._plan_cache:
+            return copy.deepcopy(self._plan_cache[key])
+        limit = time_s * (1 + _TIME_RTOL)
+        ladders = [self.options[(i.stage, i.kind)].all_pareto for i in self.dag.instructions]
+        use_lp = bool(self.settings.get("refine_lp", True)) and importlib.util.find_spec("scipy") is not None
+        candidates = []
+        index, chosen = len(self) - 1, None
+        for i in np.flatnonzero(self.quant_times * self.unit_time_s <= limit).tolist():
+            option_list = self._chosen(self.durations(i))
+            if self.replay(option_list).iteration_time_s <= limit:
+                index, chosen = i, option_list
+                break
+        changes = 0
+        if chosen is None and not use_lp:
+            chosen, changes = self._repair(self._chosen(self.durations(index)), time_s)
+        if chosen is not None:
+            candidates.append(
+                (
+                    reclaim_slack(self.dag, ladders, chosen, time_s),
+                    "frontier",
+                    {
+                        "frontier_index": int(index),
+                        "quant_time": int(self.quant_times[index]),
+                        "repaired_instructions": changes,
+                    },
+                )
+            )
+        if use_lp:
+            lp_chosen, lp_changes = self._repair(lp_plan(self.dag, ladders, time_s), time_s)
+            candidates.append(
+                (
+                    reclaim_slack(self.dag, ladders, lp_chosen, time_s),
+                    "lp",
+                    {"repaired_instructions": lp_changes},
+                )
+            )
+        plans = []
+        for chosen, method, info in candidates:
+            plans.append(self._plan(chosen, label, method=method, **info, **meta))
+        best = min(plans, key=lambda p: float(p.energy_j or 0.0))
+        self._plan_cache[key] = best
+        return copy.deepcopy(best)
+
+    def pareto_indices(self) -> np.ndarray:
+        """Points not dominated in (time, energy): from the shortest time up to the least energy."""
+        best = np.inf
+        keep = []
+        for i in range(len(self) - 1, -1, -1):  # shortest time first
+            if self.energy_j[i] < best:
+                keep.append(i)
+                best = self.energy_j[i]
+        return np.array(keep[::-1], dtype=np.int64)
+
+    def _repair(self, chosen: list[ExecutionOption], deadline_s: float) -> tuple[list[ExecutionOption], int]:
+        ladders = [self.options[(i.stage, i.kind)].all_pareto for i in self.dag.instructions]
+        return repair_to_time(self.dag, ladders, chosen, deadline_s, self.settings.get("backend"))
+
+    # ----------------------------------------------------------------- reporting
+    def summary(self) -> dict[str, Any]:
+        """Headline numbers: times (s), energies (J), savings (fraction), solver statistics."""
+        base, fast, least = self.max_frequency_plan(), self.zero_slowdown_plan(), self.least_energy_plan()
+        return {
+            "points": len(self),
+            "pareto_points": int(len(self.pareto_indices())),
+            "longest_time_s": float(self.times_s[0]),
+            "shortest_time_s": float(self.times_s[-1]),
+            "max_frequency_time_s": base.iteration_time_s,
+            "max_frequency_energy_j": base.energy_j,
+            "zero_slowdown_time_s": fast.iteration_time_s,
+            "zero_slowdown_energy_j": fast.energy_j,
+            "zero_slowdown_saving": 1.0 - fast.energy_j / base.energy_j,
+            "least_energy_time_s": least.iteration_time_s,
+            "least_energy_energy_j": least.energy_j,
+            "solve_time_s": self.solver.solve_time_s,
+            "solver_steps": len(self.solver.steps),
+            "max_flows": self.solver.flows,
+            "simulated": self.profile.simulated,
+        }
+
+    def to_csv(self, path: str | Path) -> None:
+        """Write one row per frontier point: index, time (s), energies (J), quanta."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pareto = set(self.pareto_indices().tolist())
+        with path.open("w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(
+                [
+                    "index",
+                    "time_s",
+                    "energy_j",
+                    "effective_energy_j",
+                    "model_energy_j",
+                    "quant_time",
+                    "pareto",
+                ]
+            )
+            for i in range(len(self)):
+                w.writerow(
+                    [
+                        i,
+                        repr(float(self.times_s[i])),
+                        repr(float(self.energy_j[i])),
+                        repr(float(self.effective_energy_j[i])),
+                        repr(float(self.model_energy_j[i])),
+                        int(self.quant_times[i]),
+                        int(i in pareto),
+                    ]
+                )
+
+
+def plan_frontier(
+    schedule: PipelineSchedule,
+    profile: InstructionProfile,
+    *,
+    unit_time_s: float = 1e-3,
+    blocking_power_w: float = 0.0,
+    cost_model: str = "hull",
+    rounding: TimeRounding | str = TimeRounding.FLOOR,
+    backend: FlowBackend | None = None,
+    stop_at_time_s: float | None = None,
+    check_invariants: bool = False,
+) -> Frontier:
+    """Plan the time–energy frontier of one pipeline iteration.
+
+    Args:
+        schedule: Pipeline schedule (e.g. :func:`~.schedule.synchronous_1f1b`).
+        profile: Time and energy per (stage, instruction type) and clock.
+        unit_time_s: Time quantum, s. Smaller is more precise; planning time grows with the
+            number of distinct slopes, not with ``1 / unit_time_s`` alone.
+        blocking_power_w: GPU power while blocked on communication, W.
+        cost_model: ``"hull"`` (convex hull, exact at the options) or ``"exponential"``.
+        rounding: ``"floor"`` (as lowtime; default) or ``"ceil"`` (a frontier point's real time
+            never exceeds its quantised time). Plans for a target time are checked in real time
+            and repaired either way.
+        backend: Max-flow back end, ``"scipy"`` or ``"networkx"`` (default: scipy if installed).
+        stop_at_time_s: Stop once the iteration time reaches this (s): enough for
+            :meth:`Frontier.plan_for_time` at that time, and faster than the whole frontier.
+        check_invariants: Verify the optimality certificate at every step (tests).
+
+    Raises:
+        ZeusConfigError: A bad setting.
+        ZeusProfileError: The profile does not cover the schedule.
+    """
+    if blocking_power_w < 0:
+        raise ZeusConfigError(f"plan_frontier: blocking_power_w={blocking_power_w} W must be >= 0.")
+    if cost_model not in COST_MODELS:
+        raise ZeusConfigError(
+            f"plan_frontier: unknown cost_model {cost_model!r}; use one of {sorted(COST_MODELS)}."
+        )
+    profile.check_covers(schedule)
+    dag = PipelineDAG(schedule)
+    keys = sorted({(i.stage, i.kind) for i in dag.instructions}, key=lambda k: (k[0], k[1].value))
+    options = {
+        k: InstructionOptions(
+            profile.get(*k), unit_time_s, blocking_power_w, rounding, f"stage {k[0]} {k[1].value}"
+        )
+        for k in keys
+    }
+    models = {k: COST_MODELS[cost_model](options[k]) for k in keys}
+    kidx = {k: i for i, k in enumerate(keys)}
+    types = np.array([kidx[(i.stage, i.kind)] for i in dag.instructions], dtype=np.int64)
+    table = IntegerCostTable.from_float(
+        [options[k].min_quant_time for k in keys],
+        [options[k].max_quant_time for k in keys],
+        [models[k].savings() for k in keys],
+        [models[k](options[k].max_quant_time) for k in keys],
+        np.bincount(types, minlength=len(keys)).tolist(),
+    )
+    stop = None if stop_at_time_s is None else int(np.floor(stop_at_time_s / unit_time_s * (1 + _TIME_RTOL)))
+    result = solve_frontier(
+        dag, types, table, backend=backend, check_invariants=check_invariants, stop_at=stop
+    )
+    settings = {
+        "unit_time_s": unit_time_s,
+        "blocking_power_w": blocking_power_w,
+        "cost_model": cost_model,
+        "rounding": TimeRounding(rounding).value,
+        "schedule": schedule.name,
+        "backend": backend,
+    }
+    logger.info(
+        "Planned %s %dx%d: %d frontier points in %.3f s (%d steps, %d max flows)%s",
+        schedule.name,
+        schedule.num_stages,
+        schedule.num_microbatches,
+        1 + sum(s.length for s in result.steps),
+        result.solve_time_s,
+        len(result.steps),
+        result.flows,
+        " [simulated profile]" if profile.simulated else "",
+    )
+    return Frontier(schedule, profile, dag, options, models, types, keys, table, result, settings)

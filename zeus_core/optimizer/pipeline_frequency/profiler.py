@@ -1,0 +1,364 @@
+"""Instruction profiler: time and energy of every forward/backward instruction per SM clock.
+
+During the first iterations of training, :class:`~.runtime.PerseusRuntime` locks the GPU of each
+stage to one clock per iteration, sweeping the clocks :class:`FrequencySweep` picks (highest
+first), and an :class:`InstructionProfiler` measures each instruction with a
+:class:`~zeus_core.monitor.energy.ZeusMonitor` window. The rows it collects are exactly the
+planner's profile CSV (``stage,instruction,frequency,time,energy``; see
+:class:`~.profile.InstructionProfile`).
+
+The profiler also measures whole iterations, so the power a GPU draws while it blocks on
+pipeline communication (the planner's ``blocking_power_w``) is measured instead of guessed: the
+energy of an iteration outside its instructions, divided by the time outside its instructions.
+
+Example:
+    >>> from zeus_core.device.simulated import PhysicalModel, SimulatedGPU, VirtualClock
+    >>> from zeus_core.monitor.energy import ZeusMonitor
+    >>> clock = VirtualClock()
+    >>> gpu = SimulatedGPU(PhysicalModel.a40(), clock=clock, busy=True)
+    >>> profiler = InstructionProfiler(ZeusMonitor(gpus=[gpu], cpu_indices=[]), stage=0)
+    >>> profiler.begin_iteration(1740)
+    >>> profiler.begin_instruction("forward", 0); clock.advance(0.1)
+    >>> m = profiler.end_instruction("forward", 0)
+    >>> (m.frequency_mhz, round(m.time_s, 3), round(m.energy_j, 1))
+    (1740, 0.1, 30.0)
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
+from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
+from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind
+
+__all__ = ["FrequencySweep", "InstructionMeasurement", "InstructionProfiler", "profiler_window_name"]
+
+logger = logging.getLogger(__name__)
+
+_MIN_BLOCKING_SHARE = 0.01  # blocked time below this share of an iteration is too short to measure
+
+
+def profiler_window_name(what: str) -> str:
+    """The :class:`ZeusMonitor` window name the profiler uses for ``"instruction"`` or ``"iteration"``."""
+    return f"__perseus_{what}"
+
+
+_INSTRUCTION_WINDOW = profiler_window_name("instruction")
+_ITERATION_WINDOW = profiler_window_name("iteration")
+
+
+@dataclass(frozen=True)
+class FrequencySweep:
+    """Which SM clocks to profile, for how long, and when to stop early.
+
+    Perseus profiles from the highest clock downwards: below some clock an instruction takes so
+    much longer that its energy rises again, and no plan would pick a lower clock.
+
+    Args:
+        frequencies_mhz: Explicit clocks to profile, MHz (each must be supported by the GPU).
+            ``None``: every ``step_mhz`` from the highest supported clock down to ``min_mhz``.
+        step_mhz: Spacing of the automatic sweep, MHz.
+        min_mhz: Lowest clock of the automatic sweep, MHz (``None``: the lowest supported).
+        iterations_per_frequency: Training iterations measured at each clock.
+        patience: Stop after this many clocks in a row at which every instruction type of the
+            stage used more energy than at its best clock so far (``0``: profile every clock).
+        tolerance: Relative margin for "more energy" (measurement noise), e.g. ``0.01``.
+
+    Raises:
+        ZeusConfigError: A value is out of range.
+
+    Example:
+        >>> FrequencySweep(step_mhz=300).frequencies_for([1740, 1500, 1440, 1200, 1140, 900, 600])
+        [1740, 1440, 1140, 600]
+    """
+
+    frequencies_mhz: tuple[int, ...] | None = None
+    step_mhz: int = 60
+    min_mhz: int | None = None
+    iterations_per_frequency: int = 2
+    patience: int = 2
+    tolerance: float = 0.01
+
+    def __post_init__(self) -> None:
+        if self.frequencies_mhz is not None:
+            freqs = tuple(int(f) for f in self.frequencies_mhz)
+            if not freqs or min(freqs) <= 0:
+                raise ZeusConfigError(
+                    f"FrequencySweep(frequencies_mhz={self.frequencies_mhz}): give at least one positive "
+                    "clock, MHz."
+                )
+            object.__setattr__(self, "frequencies_mhz", freqs)
+        if self.step_mhz <= 0:
+            raise ZeusConfigError(f"FrequencySweep(step_mhz={self.step_mhz}): the step must be > 0 MHz.")
+        if self.iterations_per_frequency < 1:
+            raise ZeusConfigError(
+                f"FrequencySweep(iterations_per_frequency={self.iterations_per_frequency}): "
+                "measure at least 1."
+            )
+        if self.patience < 0 or not 0 <= self.tolerance < 1:
+            raise ZeusConfigError(
+                f"FrequencySweep(patience={self.patience}, tolerance={self.tolerance}): need patience >= 0 "
+                "and 0 <= tolerance < 1."
+            )
+
+    def frequencies_for(self, supported_mhz: Sequence[int]) -> list[int]:
+        """The clocks to profile on a GPU with these supported clocks, MHz, highest first.
+
+        Raises:
+            ZeusConfigError: The GPU reports no clocks, or an explicit clock is not supported.
+        """
+        supported = sorted({int(f) for f in supported_mhz}, reverse=True)
+        if not supported:
+            raise ZeusConfigError(
+                "FrequencySweep: the GPU reports no supported SM clocks, so clocks cannot be locked "
+                "or profiled."
+            )
+        if self.frequencies_mhz is not None:
+            bad = [f for f in self.frequencies_mhz if f not in supported]
+            if bad:
+                raise ZeusConfigError(
+                    f"FrequencySweep(frequencies_mhz={list(self.frequencies_mhz)}): {bad} MHz not "
+                    f"supported by the GPU (it supports {supported[-1]}–{supported[0]} MHz, "
+                    f"e.g. {supported[:6]})."
+                )
+            return sorted(set(self.frequencies_mhz), reverse=True)
+        floor = supported[-1] if self.min_mhz is None else max(self.min_mhz, supported[-1])
+        chosen: list[int] = []
+        target = supported[0]
+        while target >= floor:
+            pick = next((f for f in supported if f <= target), None)
+            if pick is None or pick < floor:
+                break
+            if not chosen or pick < chosen[-1]:
+                chosen.append(pick)
+            target -= self.step_mhz
+        if chosen[-1] != floor and floor in supported and chosen[-1] - floor >= self.step_mhz / 2:
+            chosen.append(floor)
+        return chosen
+
+
+@dataclass(frozen=True)
+class InstructionMeasurement:
+    """One instruction run, measured.
+
+    Attributes:
+        stage: Pipeline stage.
+        kind: Forward or backward.
+        microbatch: Microbatch index.
+        frequency_mhz: Locked SM clock during the instruction, MHz.
+        time_s: Duration, s.
+        energy_j: GPU energy, J.
+    """
+
+    stage: int
+    kind: InstructionKind
+    microbatch: int
+    frequency_mhz: int
+    time_s: float
+    energy_j: float
+
+
+class InstructionProfiler:
+    """Measures each instruction's time and energy; collects the rows of the profile CSV.
+
+    Args:
+        monitor: A monitor of exactly the GPU this stage computes on (``cpu_indices=[]``).
+        stage: This process's pipeline stage.
+
+    Raises:
+        ZeusConfigError: The monitor measures no GPU or more than one, or ``stage`` < 0.
+
+    Example:
+        >>> from zeus_core.device.simulated import PhysicalModel, SimulatedGPU, VirtualClock
+        >>> clock = VirtualClock()
+        >>> gpu = SimulatedGPU(PhysicalModel.a40(), clock=clock, busy=True)
+        >>> profiler = InstructionProfiler(ZeusMonitor(gpus=[gpu], cpu_indices=[]), stage=1)
+        >>> for mhz in (1740, 1200):
+        ...     gpu.set_locked_sm_frequency(mhz)
+        ...     profiler.begin_iteration(mhz)
+        ...     profiler.begin_instruction("forward", 0); clock.advance(0.1)
+        ...     _ = profiler.end_instruction("forward", 0)
+        ...     _ = profiler.end_iteration()
+        >>> [row[:3] for row in profiler.rows()]
+        [(1, 'forward', 1740), (1, 'forward', 1200)]
+    """
+
+    def __init__(self, monitor: ZeusMonitor, stage: int) -> None:
+        if len(monitor.gpus) != 1:
+            raise ZeusConfigError(
+                f"InstructionProfiler: the monitor measures GPUs {[g.index for g in monitor.gpus]}; give it "
+                "exactly the one GPU of this pipeline stage (ZeusMonitor(gpus=[gpu], cpu_indices=[]))."
+            )
+        if stage < 0:
+            raise ZeusConfigError(f"InstructionProfiler(stage={stage}): stages count from 0.")
+        self.monitor = monitor
+        self.stage = stage
+        self.measurements: list[InstructionMeasurement] = []
+        self._frequency: int | None = None
+        self._open: tuple[InstructionKind, int] | None = None
+        self._iter_inst_time = 0.0
+        self._iter_inst_energy = 0.0
+        # Per clock: [blocked time s, blocked energy J, iteration time s] over finished iterations.
+        self._blocking: dict[int, list[float]] = {}
+
+    @property
+    def simulated(self) -> bool:
+        """Whether the measured GPU is simulated."""
+        return self.monitor.simulated
+
+    # -- iterations -----------------------------------------------------------------------------
+    def begin_iteration(self, frequency_mhz: int) -> None:
+        """Start measuring an iteration whose instructions all run at ``frequency_mhz`` (MHz)."""
+        if _ITERATION_WINDOW in self.monitor.open_windows:
+            self.monitor.end_window(_ITERATION_WINDOW, cancel=True)
+        self._frequency = int(frequency_mhz)
+        self._iter_inst_time = self._iter_inst_energy = 0.0
+        self.monitor.begin_window(_ITERATION_WINDOW)
+
+    def end_iteration(self) -> tuple[float, float]:
+        """Finish the iteration. Returns its time (s) and GPU energy (J).
+
+        Raises:
+            ZeusConfigError: No iteration is being measured.
+        """
+        if self._frequency is None or _ITERATION_WINDOW not in self.monitor.open_windows:
+            raise ZeusConfigError("InstructionProfiler.end_iteration(): call begin_iteration() first.")
+        self.cancel_instruction()
+        m = self.monitor.end_window(_ITERATION_WINDOW)
+        energy = m.gpu_total_energy
+        acc = self._blocking.setdefault(self._frequency, [0.0, 0.0, 0.0])
+        acc[0] += max(0.0, m.time - self._iter_inst_time)
+        acc[1] += max(0.0, energy - self._iter_inst_energy)
+        acc[2] += m.time
+        self._frequency = None
+        return m.time, energy
+
+    def cancel_iteration(self) -> None:
+        """Drop the iteration being measured (e.g. it failed)."""
+        self.cancel_instruction()
+        if _ITERATION_WINDOW in self.monitor.open_windows:
+            self.monitor.end_window(_ITERATION_WINDOW, cancel=True)
+        self._frequency = None
+
+    # -- instructions ---------------------------------------------------------------------------
+    def begin_instruction(self, kind: InstructionKind | str, microbatch: int) -> None:
+        """Start measuring one instruction (waits for queued GPU work first).
+
+        Raises:
+            ZeusConfigError: No iteration is being measured.
+        """
+        if self._frequency is None:
+            raise ZeusConfigError(
+                "InstructionProfiler.begin_instruction(): call begin_iteration(frequency_mhz) first."
+            )
+        if self._open is not None:
+            self.cancel_instruction()
+        self._open = (InstructionKind.parse(kind), int(microbatch))
+        self.monitor.begin_window(_INSTRUCTION_WINDOW)
+
+    def end_instruction(self, kind: InstructionKind | str, microbatch: int) -> InstructionMeasurement:
+        """Finish measuring the instruction begun last (waits for its GPU work).
+
+        Raises:
+            ZeusConfigError: No instruction is open, or it is a different one.
+        """
+        kind = InstructionKind.parse(kind)
+        if self._open != (kind, int(microbatch)) or self._frequency is None:
+            raise ZeusConfigError(
+                f"InstructionProfiler.end_instruction({kind.value}, {microbatch}): the open instruction is "
+                f"{self._open}; instructions must end in the order they began."
+            )
+        self._open = None
+        m = self.monitor.end_window(_INSTRUCTION_WINDOW)
+        energy = m.gpu_total_energy
+        self._iter_inst_time += m.time
+        self._iter_inst_energy += energy
+        meas = InstructionMeasurement(self.stage, kind, int(microbatch), self._frequency, m.time, energy)
+        self.measurements.append(meas)
+        return meas
+
+    def cancel_instruction(self) -> None:
+        """Drop the open instruction, if any (it raised)."""
+        if self._open is not None:
+            self._open = None
+            if _INSTRUCTION_WINDOW in self.monitor.open_windows:
+                self.monitor.end_window(_INSTRUCTION_WINDOW, cancel=True)
+
+    # -- results --------------------------------------------------------------------------------
+    def rows(self) -> list[tuple[int, str, int, float, float]]:
+        """Profile CSV rows ``(stage, instruction, frequency MHz, time s, energy J)``, one per measurement."""
+        return [(m.stage, m.kind.value, m.frequency_mhz, m.time_s, m.energy_j) for m in self.measurements]
+
+    def frequencies(self) -> list[int]:
+        """Clocks measured so far, MHz, in the order first measured."""
+        return list(dict.fromkeys(m.frequency_mhz for m in self.measurements))
+
+    def mean_energy(self, kind: InstructionKind | str, frequency_mhz: int) -> float | None:
+        """Mean energy of one instruction type at one clock, J (``None``: not measured)."""
+        kind = InstructionKind.parse(kind)
+        values = [
+            m.energy_j for m in self.measurements if m.kind is kind and m.frequency_mhz == frequency_mhz
+        ]
+        return sum(values) / len(values) if values else None
+
+    def energy_has_risen(self, patience: int, tolerance: float = 0.0) -> bool:
+        """Whether the energy rose at each of the last ``patience`` clocks, for every instruction type.
+
+        "Rose" means more than ``tolerance`` (relative) above the type's best earlier clock.
+        Returns ``False`` when ``patience`` is 0 or fewer than ``patience + 1`` clocks are measured.
+        """
+        freqs = self.frequencies()
+        if patience <= 0 or len(freqs) <= patience:
+            return False
+        kinds = list(dict.fromkeys(m.kind for m in self.measurements))
+        for kind in kinds:
+            energies = [self.mean_energy(kind, f) for f in freqs]
+            best_before = min(e for e in energies[: len(freqs) - patience] if e is not None)
+            recent = [e for e in energies[len(freqs) - patience :] if e is not None]
+            if not recent or any(e <= best_before * (1 + tolerance) for e in recent):
+                return False
+        return bool(kinds)
+
+    def blocking_power_w(self, frequency_mhz: int | None = None) -> float | None:
+        """Average GPU power outside instructions (blocked on communication), W.
+
+        Args:
+            frequency_mhz: Use the iterations at this clock; default: the highest clock measured.
+
+        Returns:
+            ``None`` when no iteration at that clock spent a measurable share of its time
+            outside instructions.
+        """
+        if not self._blocking:
+            return None
+        f = max(self._blocking) if frequency_mhz is None else int(frequency_mhz)
+        blocked_s, blocked_j, total_s = self._blocking.get(f, (0.0, 0.0, 0.0))
+        if total_s <= 0 or blocked_s < _MIN_BLOCKING_SHARE * total_s or blocked_s <= 0:
+            return None
+        return blocked_j / blocked_s
+
+    def to_profile(self, gpu_name: str = "") -> InstructionProfile:
+        """The measurements as an :class:`InstructionProfile` (repeats averaged).
+
+        Raises:
+            ZeusProfileError: Nothing was measured.
+        """
+        if not self.measurements:
+            raise ZeusProfileError(
+                f"InstructionProfiler (stage {self.stage}): no instruction was measured; run profiling "
+                "iterations first."
+            )
+        bad = [
+            m
+            for m in self.measurements
+            if not (m.time_s > 0 and m.energy_j > 0 and math.isfinite(m.energy_j))
+        ]
+        if bad:
+            logger.warning("Dropping %d measurements with zero time or energy (e.g. %s).", len(bad), bad[0])
+        rows = [r for r, m in zip(self.rows(), self.measurements) if m not in bad]
+        return InstructionProfile.from_rows(rows, gpu_name=gpu_name, simulated=self.simulated)

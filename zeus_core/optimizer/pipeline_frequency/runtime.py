@@ -1,0 +1,548 @@
+"""PerseusRuntime: profile, plan and apply per-instruction GPU clocks inside real training.
+
+One :class:`PerseusRuntime` per training process (pipeline stage). A framework hook from
+:mod:`zeus_integrations.pipeline` feeds it the iteration and instruction boundaries; it then
+
+1. **discovers** (``warmup_iterations``, default 1): runs untouched and records the stage's
+   instruction order. All ranks gather their orders to rank 0, which builds the pipeline
+   :class:`~.schedule.PipelineSchedule` *as observed* and decides what to do: reuse a plan or
+   profile from ``save_dir``, apply a given plan, or profile;
+2. **profiles**: locks this stage's GPU to one clock per iteration, sweeping
+   :class:`~.profiler.FrequencySweep`'s clocks from the highest down, and measures every instruction
+   (:class:`~.profiler.InstructionProfiler`). Ranks stop together once no stage's energy improves
+   any more. The rows are gathered to rank 0, which plans with :func:`~.frontier.plan_frontier`
+   (zero-slowdown by default, or a deadline / straggler time), saves the profile CSV and the plan
+   JSON, and broadcasts the plan;
+3. **applies**: before every instruction, asks the :class:`~.controller.FrequencyController` for
+   the plan's clock (the clock of the next instruction is already requested when the previous one
+   ends, so NVML latency hides in the communication gap); the highest clock between iterations.
+
+Clocks are restored by :meth:`PerseusRuntime.close` (also ``on_train_end``, context-manager exit,
+interpreter exit and SIGTERM/SIGINT through the controller). Rank 0 writes files and logs;
+"rank" is the global rank.
+
+Files in ``save_dir`` (rank 0 writes them):
+
+* ``profile.csv`` (``stage,instruction,frequency,time,energy``) with ``profile.json`` (GPU names
+  per stage, blocking power);
+* ``plan-<schedule>-s<S>-m<M>-<target>.json`` (:class:`~.plan.FrequencyPlan`; its
+  ``metadata["runtime"]`` records the GPUs and the observed instruction order).
+
+On restart a matching plan is reused; a profile made on the same GPUs plans a new shape or
+target without profiling again; files made for other GPUs or another instruction order are
+rejected with :class:`~zeus_core.exceptions.ZeusProfileError` on every rank.
+
+Example:
+    >>> from zeus_core.device.simulated import PhysicalModel, SimulatedGPU
+    >>> runtime = PerseusRuntime(SimulatedGPU(PhysicalModel.a40(), busy=True), mode="measure")
+    >>> runtime.set_pipeline(stage=0, num_stages=1, schedule="1f1b")
+    >>> with runtime:
+    ...     for _ in range(2):
+    ...         runtime.begin_iteration()
+    ...         for kind in ("forward", "backward"):
+    ...             runtime.begin_instruction(kind, 0); runtime.end_instruction(kind, 0)
+    ...         runtime.end_iteration()
+    >>> runtime.phase.name, runtime.plan.frequency(0, "backward", 0)
+    ('applying', 1740)
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from pathlib import Path
+from typing import Any, Deque
+
+from zeus_core import distributed
+from zeus_core.callback import TrainingCallback
+from zeus_core.device.base import GPU
+from zeus_core.exceptions import ZeusConfigError, ZeusError, ZeusProfileError
+from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.optimizer.pipeline_frequency import _runtime_plans as plans
+from zeus_core.optimizer.pipeline_frequency.controller import ControlMode, FrequencyController
+from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
+from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
+from zeus_core.optimizer.pipeline_frequency.profiler import (
+    FrequencySweep,
+    InstructionProfiler,
+    profiler_window_name,
+)
+from zeus_core.optimizer.pipeline_frequency.runtime_types import (
+    Applying,
+    Discovering,
+    InstructionListener,
+    InstructionRecord,
+    IterationRecord,
+    Profiling,
+    RuntimePhase,
+)
+from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind
+
+__all__ = [
+    "PlanTarget",
+    "PlanSettings",
+    "Discovering",
+    "Profiling",
+    "Applying",
+    "RuntimePhase",
+    "InstructionListener",
+    "InstructionRecord",
+    "IterationRecord",
+    "PerseusRuntime",
+]
+
+logger = logging.getLogger(__name__)
+
+_STATE_VERSION = 1
+_ITERATION_WINDOW = profiler_window_name("runtime_iteration")
+
+PlanTarget = plans.PlanTarget
+PlanSettings = plans.PlanSettings
+
+
+class PerseusRuntime(TrainingCallback):
+    """Perseus in training: profiles instructions, plans on rank 0, applies the plan on every rank.
+
+    Args:
+        gpu: The GPU this process computes on: a :class:`~zeus_core.device.base.GPU`, an index,
+            or ``None`` for the current CUDA device (else ``LOCAL_RANK``).
+        mode: ``"control"`` locks clocks; ``"measure"`` records the clocks it would set and
+            changes nothing (it never profiles; it uses a given or saved plan, else the highest clock).
+        sweep: Clocks to profile (:class:`~.profiler.FrequencySweep`).
+        planning: What to plan for (:class:`PlanSettings`: target, deadline, time unit, blocking power).
+        plan: A plan to apply instead of profiling (object or JSON path); checked against the
+            observed pipeline and the GPU's clocks.
+        save_dir: Folder for the profile and plans (written by rank 0, read on restart).
+        warmup_iterations: Untouched iterations before anything else (at least 1).
+        history: Iteration records kept in :attr:`iterations`.
+
+    Raises:
+        ZeusConfigError: A bad argument.
+
+    Attributes:
+        iterations: Recent :class:`IterationRecord` s, oldest first.
+        profile: The profile the plan came from (on every rank), or ``None``.
+
+    Example:
+        Normally a hook from :mod:`zeus_integrations.pipeline` makes these calls::
+
+            >>> from zeus_core.device.simulated import PhysicalModel, SimulatedGPU
+            >>> from zeus_core.optimizer.pipeline_frequency.schedule import synchronous_1f1b
+            >>> gpu = SimulatedGPU(PhysicalModel.a40(), busy=True)
+            >>> plan = FrequencyPlan.uniform(synchronous_1f1b(1, 1), 1200)
+            >>> runtime = PerseusRuntime(gpu, plan=plan)
+            >>> runtime.set_pipeline(stage=0, num_stages=1)
+            >>> with runtime:
+            ...     for _ in range(2):  # discovery, then the plan
+            ...         runtime.begin_iteration()
+            ...         for kind in ("forward", "backward"):
+            ...             runtime.begin_instruction(kind, 0); runtime.end_instruction(kind, 0)
+            ...         runtime.end_iteration()
+            >>> [i.frequency_mhz for i in runtime.iterations[-1].instructions], gpu.locked_sm_frequency
+            ([1200, 1200], None)
+    """
+
+    def __init__(
+        self,
+        gpu: GPU | int | None = None,
+        *,
+        mode: ControlMode | str = ControlMode.CONTROL,
+        sweep: FrequencySweep | None = None,
+        planning: PlanSettings | None = None,
+        plan: FrequencyPlan | str | Path | None = None,
+        save_dir: str | Path | None = None,
+        warmup_iterations: int = 1,
+        history: int = 100,
+    ) -> None:
+        if warmup_iterations < 1:
+            raise ZeusConfigError(
+                f"PerseusRuntime(warmup_iterations={warmup_iterations}): at least 1 iteration is needed to "
+                "see the stage's instruction order."
+            )
+        if history < 1:
+            raise ZeusConfigError(f"PerseusRuntime(history={history}): keep at least 1 iteration record.")
+        self.mode = ControlMode.parse(mode)
+        self.sweep = sweep or FrequencySweep()
+        self.planning = planning or PlanSettings()
+        self._gpu_arg = gpu
+        self._given_plan = FrequencyPlan.load(plan) if isinstance(plan, (str, Path)) else plan
+        self.save_dir = Path(save_dir) if save_dir is not None else None
+        self.warmup_iterations = warmup_iterations
+        self.iterations: Deque[IterationRecord] = collections.deque(maxlen=history)
+        self.profile: InstructionProfile | None = None
+        self.stage: int | None = None
+        self.num_stages: int | None = None
+        self.schedule_name: str | None = None
+        self._phase: RuntimePhase = Discovering(warmup_iterations)
+        self._gpu: GPU | None = None
+        self._monitor: ZeusMonitor | None = None
+        self._controller: FrequencyController | None = None
+        self._profiler: InstructionProfiler | None = None
+        self._sweep_mhz: list[int] = []
+        self._program: list[tuple[InstructionKind, int, int]] = []
+        self._lookup: dict[tuple[InstructionKind, int], int] = {}
+        self._in_iteration = False
+        self._iteration = 0
+        self._records: list[InstructionRecord] = []
+        self._counts: dict[InstructionKind, int] = {}
+        self._open: tuple[InstructionKind, int] | None = None
+        self._mismatch_warned = False
+        self._infos: list[plans.RankInfo] = []
+
+    # -- configuration -------------------------------------------------------------------------
+    def set_pipeline(self, stage: int, num_stages: int, schedule: str | None = None) -> None:
+        """Tell the runtime which stage this process runs (the framework hooks call this).
+
+        Args:
+            stage: This process's pipeline stage, from 0.
+            num_stages: Pipeline stages.
+            schedule: The framework's schedule name (``"1f1b"``, ``"gpipe"``), for file names
+                and a check against the observed order.
+
+        Raises:
+            ZeusConfigError: Out of range, or different from an earlier call.
+        """
+        if not 0 <= stage < num_stages:
+            raise ZeusConfigError(
+                f"PerseusRuntime.set_pipeline(stage={stage}, num_stages={num_stages}): "
+                "need 0 <= stage < num_stages."
+            )
+        if self.stage is not None and (self.stage, self.num_stages) != (stage, num_stages):
+            raise ZeusConfigError(
+                f"PerseusRuntime.set_pipeline({stage}, {num_stages}): already attached as stage "
+                f"{self.stage} of {self.num_stages}. Use one runtime per pipeline stage."
+            )
+        self.stage, self.num_stages = int(stage), int(num_stages)
+        self.schedule_name = (schedule or self.schedule_name or "observed").lower()
+
+    @property
+    def phase(self) -> RuntimePhase:
+        """The current phase (:class:`Discovering`, :class:`Profiling` or :class:`Applying`)."""
+        return self._phase
+
+    @property
+    def plan(self) -> FrequencyPlan | None:
+        """The plan being applied, or ``None`` before it exists."""
+        return self._phase.plan if isinstance(self._phase, Applying) else None
+
+    @property
+    def controller(self) -> FrequencyController | None:
+        """The clock controller (after :meth:`start`)."""
+        return self._controller
+
+    @property
+    def gpu(self) -> GPU | None:
+        """The GPU this process computes on (after :meth:`start`)."""
+        return self._gpu
+
+    # -- lifetime -------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Resolve the GPU and start the controller (idempotent; the first iteration calls it too).
+
+        Raises:
+            ZeusPermissionError: In control mode, the process may not lock clocks.
+        """
+        if self._controller is not None and self._controller.active:
+            return
+        gpu = self._gpu = plans.resolve_gpu(self._gpu_arg)
+        if self._monitor is None:
+            self._monitor = ZeusMonitor(gpus=[gpu], cpu_indices=[])
+        self._controller = FrequencyController(gpu, self.mode)
+        self._controller.start()
+
+    def close(self) -> None:
+        """Restore the GPU's clocks and stop measuring (idempotent)."""
+        try:
+            if self._controller is not None:
+                self._controller.close()
+        finally:
+            if self._monitor is not None:
+                self._monitor.close()
+                self._monitor = None
+            self._in_iteration = False
+
+    def __enter__(self) -> "PerseusRuntime":
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self._close_quietly()
+
+    def _close_quietly(self) -> None:
+        """Close while another error is in flight: a failing restore is logged, not raised over it."""
+        try:
+            self.close()
+        except Exception:
+            logger.exception("Restoring GPU %s's clocks failed.", getattr(self._gpu, "index", "?"))
+
+    def on_train_begin(self) -> None:
+        """Training starts: :meth:`start`."""
+        self.start()
+
+    def on_train_end(self) -> None:
+        """Training ended (normally or not): :meth:`close`."""
+        self.close()
+
+    # -- iteration boundaries -------------------------------------------------------------------
+    def begin_iteration(self) -> None:
+        """An iteration (optimizer step) of the pipeline starts on this rank.
+
+        Raises:
+            ZeusConfigError: :meth:`set_pipeline` was never called.
+        """
+        if self.stage is None:
+            raise ZeusConfigError(
+                "PerseusRuntime: the pipeline stage is unknown; attach a framework hook "
+                "(zeus_integrations.pipeline) or call set_pipeline(stage, num_stages) first."
+            )
+        self.start()
+        assert self._monitor is not None and self._controller is not None
+        self._in_iteration = True
+        self._records, self._counts, self._open = [], {}, None
+        phase = self._phase
+        if isinstance(phase, Profiling):
+            mhz = self._sweep_mhz[phase.index] if phase.measuring else self._sweep_mhz[0]
+            self._controller.request(mhz, tag="profile")
+            if not self._controller.wait():
+                logger.warning("GPU %d did not reach %d MHz in time; profiling anyway.", self._gpu.index, mhz)
+            if phase.measuring:
+                self._profiler_for().begin_iteration(mhz)
+        elif isinstance(phase, Applying) and self._program:
+            self._controller.request(self._program[0][2], tag="prefetch")
+        if _ITERATION_WINDOW in self._monitor.open_windows:
+            self._monitor.end_window(_ITERATION_WINDOW, cancel=True)
+        self._monitor.begin_window(_ITERATION_WINDOW)
+
+    def end_iteration(self, failed: bool = False) -> None:
+        """The iteration ended on this rank. Every rank must call this the same number of times.
+
+        Phase changes (and their collectives) happen here, outside the pipeline's communication.
+
+        Args:
+            failed: The iteration raised; it is dropped and no collective runs.
+
+        Raises:
+            ZeusProfileError, ZeusConfigError: Rank 0 rejected a saved plan/profile or could not plan
+                (raised on every rank; clocks are restored first).
+        """
+        if not self._in_iteration:
+            return
+        self._in_iteration = False
+        assert self._monitor is not None and self._controller is not None
+        profiler = self._profiler
+        if failed:
+            self._monitor.end_window(_ITERATION_WINDOW, cancel=True)
+            if profiler is not None:
+                profiler.cancel_iteration()
+            logger.warning("Iteration %d failed; it is not counted.", self._iteration)
+            return
+        m = self._monitor.end_window(_ITERATION_WINDOW)
+        phase = self._phase
+        if isinstance(phase, Profiling) and phase.measuring and profiler is not None:
+            profiler.end_iteration()
+        self.iterations.append(
+            IterationRecord(
+                self._iteration, phase.name, tuple(self._records), m.time, m.gpu_total_energy, m.simulated
+            )
+        )
+        self._iteration += 1
+        if isinstance(phase, Applying):
+            self._controller.request(self._max_mhz(), tag="between-iterations")
+            return
+        try:
+            self._advance(phase)
+        except ZeusError:
+            self._close_quietly()
+            raise
+
+    # -- instruction boundaries -----------------------------------------------------------------
+    def begin_instruction(self, kind: InstructionKind | str, microbatch: int | None = None) -> None:
+        """An instruction starts (after its inputs arrived). Ignored outside an iteration.
+
+        Args:
+            kind: ``"forward"`` or ``"backward"``.
+            microbatch: Its microbatch index; ``None``: counted per kind within the iteration.
+        """
+        if not self._in_iteration:
+            return
+        kind = InstructionKind.parse(kind)
+        mb = self._counts.get(kind, 0) if microbatch is None else int(microbatch)
+        self._counts[kind] = mb + 1
+        self._open = (kind, mb)
+        phase = self._phase
+        mhz: int | None = None
+        if isinstance(phase, Applying):
+            mhz = self._planned(kind, mb)
+            assert self._controller is not None
+            self._controller.request(mhz, tag=f"stage{self.stage}:{kind.value[0].upper()}{mb}")
+        elif isinstance(phase, Profiling):
+            mhz = self._sweep_mhz[phase.index] if phase.measuring else self._sweep_mhz[0]
+            if phase.measuring:
+                self._profiler_for().begin_instruction(kind, mb)
+        self._records.append(InstructionRecord(kind, mb, mhz))
+
+    def end_instruction(
+        self, kind: InstructionKind | str, microbatch: int | None = None, failed: bool = False
+    ) -> None:
+        """The instruction begun last ended (``failed``: it raised). Ignored outside an iteration."""
+        if not self._in_iteration or self._open is None:
+            return
+        kind, mb = self._open
+        self._open = None
+        phase = self._phase
+        if isinstance(phase, Profiling) and phase.measuring:
+            profiler = self._profiler_for()
+            if failed:
+                profiler.cancel_instruction()
+            else:
+                profiler.end_instruction(kind, mb)
+        elif isinstance(phase, Applying) and not failed:
+            nxt = len(self._records)
+            if nxt < len(self._program):  # request the next instruction's clock during the gap
+                assert self._controller is not None
+                self._controller.request(self._program[nxt][2], tag="prefetch")
+
+    # -- state ----------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-safe state: the plan in use (resuming applies it without profiling again)."""
+        plan = self.plan
+        return {"version": _STATE_VERSION, "plan": plan.to_dict() if plan is not None else None}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` output (the plan is checked like a given plan after discovery)."""
+        version = int(state.get("version", _STATE_VERSION))
+        dropped = sorted(set(state) - {"version", "plan"})
+        if dropped:
+            logger.warning("PerseusRuntime.load_state_dict: ignoring unknown keys %s.", dropped)
+        if version > _STATE_VERSION:
+            logger.warning("PerseusRuntime state version %d is newer than %d.", version, _STATE_VERSION)
+        if state.get("plan") is not None:
+            self._given_plan = FrequencyPlan.from_dict(state["plan"], source="PerseusRuntime state")
+
+    # -- internals ------------------------------------------------------------------------------
+    def _profiler_for(self) -> InstructionProfiler:
+        if self._profiler is None:
+            assert self._monitor is not None and self.stage is not None
+            self._profiler = InstructionProfiler(self._monitor, self.stage)
+        return self._profiler
+
+    def _max_mhz(self) -> int:
+        assert self._gpu is not None
+        return max(self._gpu.supported_sm_frequencies())
+
+    def _planned(self, kind: InstructionKind, mb: int) -> int:
+        pos = len(self._records)
+        expected = self._program[pos][:2] if pos < len(self._program) else None
+        if expected != (kind, mb) and not self._mismatch_warned:
+            self._mismatch_warned = True
+            logger.warning(
+                "Stage %s ran %s%d as instruction %d of the iteration, but the plan expected %s; clocks are "
+                "still looked up per instruction.",
+                self.stage,
+                kind.value,
+                mb,
+                pos,
+                expected,
+            )
+        try:
+            return self._lookup[(kind, mb)]
+        except KeyError:
+            raise ZeusConfigError(
+                f"PerseusRuntime: stage {self.stage} ran {kind.value} of microbatch {mb}, which the plan for "
+                f"{self.plan.num_microbatches if self.plan else '?'} microbatches does not have."
+            ) from None
+
+    def _advance(self, phase: RuntimePhase) -> None:
+        """The only place phases change (after an iteration, on every rank together)."""
+        match phase:
+            case Discovering(remaining=r) if r > 1:
+                self._phase = Discovering(r - 1)
+            case Discovering():
+                self._after_discovery()
+            case Profiling(index=i, iteration=it, measuring=meas):
+                if it + 1 < self.sweep.iterations_per_frequency:
+                    self._phase = Profiling(i, it + 1, meas)
+                    return
+                profiler = self._profiler_for()
+                local = (
+                    meas
+                    and i + 1 < len(self._sweep_mhz)
+                    and not profiler.energy_has_risen(self.sweep.patience, self.sweep.tolerance)
+                )
+                if distributed.all_reduce([float(local)], "max")[0] > 0:
+                    self._phase = Profiling(i + 1 if local else i, 0, local)
+                else:
+                    self._after_profiling()
+            case Applying():
+                pass
+
+    def _local_info(self) -> plans.RankInfo:
+        assert self._gpu is not None and self.stage is not None and self.num_stages is not None
+        supported = tuple(self._gpu.supported_sm_frequencies())
+        sweep_error = None
+        if self.mode is ControlMode.CONTROL:
+            try:  # checked here, reported by rank 0 only if profiling is needed
+                self._sweep_mhz = self.sweep.frequencies_for(supported)
+            except ZeusConfigError as exc:
+                sweep_error = f"rank {distributed.rank()}: {exc}"
+        return plans.RankInfo(
+            rank=distributed.rank(),
+            stage=self.stage,
+            num_stages=self.num_stages,
+            schedule=self.schedule_name or "observed",
+            gpu_name=self._gpu.name,
+            simulated=self._gpu.simulated,
+            supported_mhz=supported,
+            order=tuple((r.kind.value, r.microbatch) for r in self._records),
+            sweep_error=sweep_error,
+            mode=self.mode.value,
+        )
+
+    def _after_discovery(self) -> None:
+        infos = distributed.all_gather_object(self._local_info())
+        self._infos = infos
+        decision = None
+        if distributed.is_rank_zero():
+            decision = plans.decide_after_discovery(
+                infos, self.planning, self.mode, self._given_plan, self.save_dir
+            )
+        self._follow(distributed.broadcast_object(decision))
+
+    def _after_profiling(self) -> None:
+        profiler = self._profiler_for()
+        result = plans.RankProfile(self.stage or 0, profiler.rows(), profiler.blocking_power_w())
+        results = distributed.all_gather_object(result)
+        decision = None
+        if distributed.is_rank_zero():
+            decision = plans.decide_after_profiling(self._infos, results, self.planning, self.save_dir)
+        self._follow(distributed.broadcast_object(decision))
+
+    def _follow(self, decision: plans.Decision) -> None:
+        if decision.error:
+            raise ZeusProfileError(decision.error)
+        if decision.plan is None:
+            log = logger.info if distributed.is_rank_zero() else logger.debug
+            log("Stage %s: profiling %d clocks %s MHz.", self.stage, len(self._sweep_mhz), self._sweep_mhz)
+            self._phase = Profiling(0, 0)
+            return
+        plan = FrequencyPlan.from_dict(decision.plan, source="broadcast plan")
+        if decision.profile_csv:
+            self.profile = InstructionProfile.from_csv_text(decision.profile_csv, source="broadcast profile")
+        schedule = plans.schedule_of(self._infos)
+        self._program = [
+            (inst.kind, inst.microbatch, mhz) for inst, mhz in plan.stage_program(schedule, self.stage or 0)
+        ]
+        self._lookup = {(k, m): f for k, m, f in self._program}
+        self._phase = Applying(plan)
+        if distributed.is_rank_zero():
+            logger.info(
+                "Perseus plan %r (%s): %s%s\n%s",
+                plan.label,
+                decision.source,
+                plans.describe_plan(plan),
+                " [simulated]" if plan.simulated else "",
+                plan.to_text(),
+            )
