@@ -38,7 +38,7 @@ if importlib.util.find_spec("accelerate") is None:  # pragma: no cover - exercis
 from zeus_core.callback import TrainingProtocol
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.monitor.training import TrainingTracker, metric_key
+from zeus_core.monitor.training import TrainingTracker, check_tracker_args, metric_key
 
 if TYPE_CHECKING:
     import torch
@@ -110,18 +110,7 @@ class ZeusAccelerateHook:
     ) -> None:
         self.models = _as_list(models, "models")
         self.optimizers = _as_list(optimizers, "optimizers")
-        protocol = [] if zeus_optimizer is None else _as_list(zeus_optimizer, "zeus_optimizer")
-        for obj in protocol:
-            if not isinstance(obj, TrainingProtocol):
-                raise ZeusConfigError(
-                    f"attach(zeus_optimizer={obj!r}): it does not implement the training protocol "
-                    "(on_train_begin, on_epoch_begin, on_step_begin, on_step_end, on_epoch_end, "
-                    "on_train_end)."
-                )
-        if log_every_n_steps is not None and log_every_n_steps < 1:
-            raise ZeusConfigError(
-                f"attach(log_every_n_steps={log_every_n_steps}): use a positive step count or None."
-            )
+        protocol = check_tracker_args("attach(zeus_optimizer=...)", zeus_optimizer, log_every_n_steps)
         self.accelerator = accelerator
         self.zeus_optimizers = protocol
         self.monitor = monitor

@@ -35,7 +35,7 @@ from zeus_core import distributed
 from zeus_core.callback import TrainingProtocol
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.monitor.training import TrainingTracker
+from zeus_core.monitor.training import TrainingTracker, check_tracker_args
 
 try:
     from transformers.trainer_callback import ExportableState, TrainerCallback, TrainerControl, TrainerState
@@ -124,24 +124,7 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState):
         log_every_n_steps: int | None = None,
         include_validation: bool = False,
     ) -> None:
-        if optimizer is None:
-            optimizers: list[Any] = []
-        elif isinstance(optimizer, (list, tuple)):
-            optimizers = list(optimizer)
-        else:
-            optimizers = [optimizer]
-        for opt in optimizers:
-            if not isinstance(opt, TrainingProtocol):
-                raise ZeusConfigError(
-                    f"ZeusTrainerCallback(optimizer={opt!r}): {type(opt).__name__} does not implement the "
-                    "training protocol (on_train_begin, on_epoch_begin, on_step_begin, on_step_end, "
-                    "on_epoch_end, on_train_end). Subclass zeus_core.TrainingCallback."
-                )
-        if log_every_n_steps is not None and (isinstance(log_every_n_steps, bool) or log_every_n_steps < 1):
-            raise ZeusConfigError(
-                f"ZeusTrainerCallback(log_every_n_steps={log_every_n_steps!r}): "
-                "use a positive step count or None."
-            )
+        optimizers = check_tracker_args("ZeusTrainerCallback", optimizer, log_every_n_steps)
         self.monitor = monitor
         self.optimizers: list[TrainingProtocol] = optimizers
         self.log_every_n_steps = log_every_n_steps

@@ -36,7 +36,7 @@ from zeus_core import distributed
 from zeus_core.callback import TrainingProtocol
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.monitor.training import TrainingTracker, metric_key
+from zeus_core.monitor.training import TrainingTracker, check_tracker_args, metric_key
 
 __all__ = ["ZeusCallback"]
 
@@ -105,23 +105,7 @@ class ZeusCallback(Callback):
         include_validation: bool = False,
         prog_bar: bool = True,
     ) -> None:
-        if optimizer is None:
-            optimizers: list[TrainingProtocol] = []
-        elif isinstance(optimizer, TrainingProtocol):
-            optimizers = [optimizer]
-        else:
-            optimizers = list(optimizer)
-        for opt in optimizers:
-            if not isinstance(opt, TrainingProtocol):
-                raise ZeusConfigError(
-                    f"ZeusCallback(optimizer={opt!r}): it does not implement the training protocol "
-                    "(on_train_begin, on_epoch_begin, on_step_begin, on_step_end, on_epoch_end, "
-                    "on_train_end)."
-                )
-        if log_every_n_steps is not None and log_every_n_steps < 1:
-            raise ZeusConfigError(
-                f"ZeusCallback(log_every_n_steps={log_every_n_steps}): use a positive step count or None."
-            )
+        optimizers = check_tracker_args("ZeusCallback", optimizer, log_every_n_steps)
         self.optimizers = optimizers
         self.monitor = monitor
         self.log_every_n_steps = log_every_n_steps

@@ -31,7 +31,7 @@ from zeus_core.exceptions import ZeusConfigError
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.monitor.measurement import Measurement
 
-__all__ = ["TrainingTracker", "metric_key"]
+__all__ = ["TrainingTracker", "metric_key", "check_tracker_args"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +52,40 @@ def metric_key(quantity: str, scope: str, device: str | None = None) -> str:
         return "power/avg_w" if scope == "epoch" else f"power/{scope}_avg_w"
     middle = f"{scope}_{device}" if device else scope
     return f"{quantity}/{middle}_{unit}"
+
+
+def check_tracker_args(
+    who: str,
+    optimizers: TrainingProtocol | Sequence[TrainingProtocol] | None,
+    log_every_n_steps: int | None,
+) -> list[TrainingProtocol]:
+    """Validate what adapters and :class:`TrainingTracker` take; returns the optimizers as a list.
+
+    Args:
+        who: The call to name in error messages, e.g. ``"ZeusCallback(optimizer=...)"``.
+        optimizers: ``None``, one protocol object, or a sequence of them.
+        log_every_n_steps: A positive step count or ``None``.
+
+    Raises:
+        ZeusConfigError: An object does not implement the training protocol, or the step count is
+            not positive.
+    """
+    if optimizers is None:
+        found: list[TrainingProtocol] = []
+    elif isinstance(optimizers, (list, tuple)):
+        found = list(optimizers)
+    else:
+        found = [optimizers]  # type: ignore[list-item]
+    for opt in found:
+        if not isinstance(opt, TrainingProtocol):
+            raise ZeusConfigError(
+                f"{who}: {type(opt).__name__} does not implement the training protocol (on_train_begin, "
+                "on_epoch_begin, on_step_begin, on_step_end, on_epoch_end, on_train_end). Subclass "
+                "zeus_core.TrainingCallback."
+            )
+    if log_every_n_steps is not None and (isinstance(log_every_n_steps, bool) or log_every_n_steps < 1):
+        raise ZeusConfigError(f"{who}: log_every_n_steps={log_every_n_steps!r}; use a positive step count or None.")
+    return found
 
 
 @dataclass
@@ -95,16 +129,7 @@ class TrainingTracker(TrainingCallback):
         optimizers: Sequence[TrainingProtocol] = (),
         log_every_n_steps: int | None = None,
     ) -> None:
-        if log_every_n_steps is not None and log_every_n_steps < 1:
-            raise ZeusConfigError(
-                f"TrainingTracker(log_every_n_steps={log_every_n_steps}): use a positive step count or None."
-            )
-        for opt in optimizers:
-            if not isinstance(opt, TrainingProtocol):
-                raise ZeusConfigError(
-                    f"{type(opt).__name__} does not implement the training protocol (on_train_begin, "
-                    "on_epoch_begin, on_step_begin, on_step_end, on_epoch_end, on_train_end)."
-                )
+        optimizers = check_tracker_args("TrainingTracker", list(optimizers), log_every_n_steps)
         self.monitor = monitor
         self.optimizers = CallbackList(optimizers)
         self.log_every_n_steps = log_every_n_steps

@@ -76,6 +76,9 @@ def main(out: str) -> None:
     report["given_plan"] = plan.to_dict()
     report["work_clocks"] = works[rank].clocks
     dump(out, "deepspeed", report)
+    # Tear the process group down before exit: gloo's threads can abort the process if left running.
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -322,6 +322,15 @@ class EarlyStopping:
         margin: Relative rise that counts towards ``patience`` (0.10: 10 % costlier than the best).
             Real profiles show bumps of several percent between neighbouring limits that are not
             sampling noise (thermals, input pipeline); rises below the margin do not end the sweep.
+        max_refine_steps: Most measured steps of a contender that is still tied with another
+            after ``profile_steps`` (``None``: 3 × ``profile_steps``; values below
+            ``profile_steps`` act as ``profile_steps``). Contenders are by construction close to
+            the optimum, so measuring them longer costs little energy compared with running at
+            the optimum; they are measured in rounds of ``profile_steps`` steps, fewest first.
+        tie_tol: Refinement ends once the choice is, at ``confidence``, within this fraction of
+            every other contender's cost (``0.005``: the choice costs at most 0.5 % more than any
+            contender). Either choice is then good enough, so telling them apart would only cost
+            profiling. ``0`` turns this stop off.
 
     Raises:
         ZeusConfigError: A knob is out of range.
@@ -334,6 +343,8 @@ class EarlyStopping:
     check_every: int = 5
     patience: int = 2
     margin: float = 0.10
+    max_refine_steps: int | None = None
+    tie_tol: float = 0.005
 
     def __post_init__(self) -> None:
         problems = []
@@ -351,8 +362,20 @@ class EarlyStopping:
             problems.append(f"patience={self.patience} (use >= 1)")
         if not self.margin >= 0:
             problems.append(f"margin={self.margin} (use a fraction >= 0, e.g. 0.10)")
+        if self.max_refine_steps is not None and (isinstance(self.max_refine_steps, bool)
+                                                  or not isinstance(self.max_refine_steps, int)
+                                                  or self.max_refine_steps < 1):
+            problems.append(f"max_refine_steps={self.max_refine_steps!r} (use an int >= 1, or None for "
+                            "3 × profile_steps)")
+        if not 0 <= self.tie_tol < 1:
+            problems.append(f"tie_tol={self.tie_tol} (use a fraction in [0, 1), e.g. 0.005)")
         if problems:
             raise ZeusConfigError("EarlyStopping: " + "; ".join(problems) + ".")
+
+    def refine_cap(self, profile_steps: int) -> int:
+        """Most measured steps of a tied contender, in all (see :attr:`max_refine_steps`)."""
+        cap = 3 * profile_steps if self.max_refine_steps is None else self.max_refine_steps
+        return max(profile_steps, cap)
 
     def quantile(self, dof: int) -> float:
         """Two-sided Student-t quantile for :attr:`confidence` with ``dof`` degrees of freedom.

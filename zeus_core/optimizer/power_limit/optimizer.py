@@ -23,6 +23,7 @@ from zeus_core.optimizer.power_limit.planner import (
     candidate_limits,
     measured_enough,
     next_action,
+    visit_cap,
 )
 from zeus_core.optimizer.power_limit.profile import (
     JobGPUs,
@@ -72,8 +73,11 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
     slow for :class:`MaxSlowdownConstraint`). A *refinement* then measures only the contenders
     (limits not significantly worse than the best) again, each until its time-per-step and
     power estimates are tight (±``rel_tol`` at ``confidence``) or it is told apart from the
-    others, never beyond ``profile_steps`` steps in all. The rules, and the assumptions behind
-    them, are stated in :mod:`zeus_core.optimizer.power_limit.planner`.
+    others, or until the choice is known to be within ``tie_tol`` (0.5 %) of every contender's
+    cost; contenders still tied after ``profile_steps`` steps are measured on, in rounds of
+    ``profile_steps``, up to ``max_refine_steps`` (3 × ``profile_steps`` by default) in all. The
+    rules, and the assumptions behind them, are stated in
+    :mod:`zeus_core.optimizer.power_limit.planner`.
 
     **Samples.** The energy counter is read once per *sample*, a group of consecutive measured
     steps lasting at least ``min_sample_s``, not once per step: an NVML energy read takes
@@ -112,7 +116,8 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
         optimum_selector: What "best" means (default: least energy within 10 % of the fastest).
         wait_steps: Steps to let pass before profiling (e.g. cuDNN autotuning), >= 0.
         warmup_steps: Unmeasured steps after setting each limit, >= 0.
-        profile_steps: Most measured steps per limit, >= 1.
+        profile_steps: Most measured steps per limit in the sweep, >= 1 (contenders still tied
+            after them may get up to ``early_stopping.max_refine_steps``).
         pl_step: Spacing of the profiled limits, W, > 0.
         profile_path: JSON file to reuse and to save the profile to (``None``: neither).
         early_stopping: Early-stopping knobs; ``None`` profiles every limit for
@@ -366,7 +371,8 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
         limit, refine, steps, window = state.power_limit_w, state.refine, state.steps + 1, self._window
         assert window is not None
         prior = self._measured(limit) if refine else None
-        left = self.profile_steps - steps - (prior.steps if prior is not None else 0)
+        prior_steps = prior.steps if prior is not None else 0
+        left = visit_cap(prior_steps, self.profile_steps, self.early_stopping) - steps - prior_steps
         per_sample = state.steps_per_sample or (1 if self.min_sample_s <= 0 else 0)  # 0: first sample
         if per_sample:
             ends = sample_ends(steps, window.boundary_step, per_sample, left)

@@ -21,13 +21,20 @@ energy counter and lasting at least ``min_sample_s`` (one step where steps are t
    (:class:`MaxSlowdownConstraint`).
 2. *Refinement.* Only the contenders — limits whose cost is not significantly worse than the
    best's, given the confidence intervals — are measured again (warm-up, then more steps added
-   to their earlier samples), fewest-steps first. A contender's measurement stops early once
-   it is tight enough (confidence half-widths of time per step and of average power within
-   ``rel_tol``, 0.5 % by default) or once it is no longer needed to tell contenders apart; no
-   limit gets more than ``profile_steps`` measured steps in all. Profiling ends when one
-   contender is left or all are tight. Contenders are close to the optimum, so measuring
-   them longer costs little; far-off limits, which cost the most per step, get only
-   ``min_steps``.
+   to their earlier samples), fewest-steps first, in rounds: a visit takes a limit up to the
+   next multiple of ``profile_steps`` measured steps, never beyond ``max_refine_steps``
+   (:meth:`EarlyStopping.refine_cap`, 3 × ``profile_steps`` by default) in all
+   (:func:`visit_cap`). A contender's measurement stops early once it is tight enough
+   (confidence half-widths of time per step and of average power within ``rel_tol``, 0.5 % by
+   default), once it is no longer needed to tell contenders apart, or once the choice is
+   *settled*: at ``confidence``, the current choice costs less than ``tie_tol`` (0.5 %) more
+   than every other contender (:meth:`OptimumSelector.settled`), so whichever contender is
+   truly best, the choice is within ``tie_tol`` of it. Profiling ends when one contender is
+   left, the choice is settled, or every contender is tight or at ``max_refine_steps``.
+   Contenders are close to the optimum, so measuring them longer costs little; far-off
+   limits, which cost the most per step, get only ``min_steps``. The survey measures every
+   limit for at most ``profile_steps`` steps; only contenders still tied after
+   ``profile_steps`` are measured beyond it.
 
 Assumptions behind the rules: after warm-up, a limit's steps are independent draws around
 a stable mean, so mean ± t·s/√n (s estimated from the samples, weighted by their steps, with
@@ -39,9 +46,13 @@ step does not fall and a cost falls and then rises, except for bumps that are sm
 ``margin`` or shorter than ``patience`` limits (the measured A40 profiles have bumps of up to
 15 % over one limit).
 Where these fail, the sweep may stop before the optimum; ``early_stopping=None`` profiles
-every limit. A selector of your own gets the survey and refinement only if it implements
-:meth:`OptimumSelector.sweep_done` and :meth:`OptimumSelector.contenders`; otherwise every
-limit is profiled, each until tight or ``profile_steps``.
+every limit. The settled stop takes each comparison between the choice and one contender at
+``confidence`` on its own (no correction for several contenders); with ``tie_tol`` below the
+1 % that usually matters, a wrong verdict on one comparison still leaves the choice within
+``tie_tol`` plus that comparison's error. A selector of your own gets the survey and refinement
+only if it implements :meth:`OptimumSelector.sweep_done` and :meth:`OptimumSelector.contenders`
+(and the settled stop if it implements :meth:`OptimumSelector.settled`); otherwise every limit
+is profiled, each until tight or ``profile_steps``.
 """
 
 from __future__ import annotations
@@ -53,7 +64,7 @@ from typing import Sequence
 from zeus_core.optimizer.power_limit.measurement import EarlyStopping, PowerLimitMeasurement
 from zeus_core.optimizer.power_limit.selectors import OptimumSelector
 
-__all__ = ["ActionKind", "Action", "candidate_limits", "next_action", "measured_enough"]
+__all__ = ["ActionKind", "Action", "candidate_limits", "visit_cap", "next_action", "measured_enough"]
 
 
 class ActionKind(str, enum.Enum):
@@ -95,6 +106,28 @@ def candidate_limits(max_w: float, min_w: float, step_w: float) -> list[float]:
     return limits
 
 
+def visit_cap(prior_steps: int, profile_steps: int, rule: EarlyStopping | None) -> int:
+    """Most measured steps a limit may have in all at the end of its current visit.
+
+    A first visit (survey or exhaustive sweep, ``prior_steps == 0``) and refinement below
+    ``profile_steps`` stop at ``profile_steps``. Refinement beyond it goes in rounds: up to the
+    next multiple of ``profile_steps``, at most :meth:`EarlyStopping.refine_cap`.
+
+    Args:
+        prior_steps: Measured steps of the limit before this visit (0 for a first visit).
+        profile_steps: Most measured steps per limit in the sweep.
+        rule: Early-stopping knobs, or ``None`` (no refinement).
+
+    Example:
+        >>> from zeus_core.optimizer.power_limit.measurement import EarlyStopping
+        >>> [visit_cap(n, 40, EarlyStopping()) for n in (0, 10, 40, 85, 120)]
+        [40, 40, 80, 120, 120]
+    """
+    if rule is None or prior_steps < profile_steps:
+        return profile_steps
+    return min(rule.refine_cap(profile_steps), (prior_steps // profile_steps + 1) * profile_steps)
+
+
 def next_action(
     measurements: Sequence[PowerLimitMeasurement],
     power_limits: Sequence[float],
@@ -121,8 +154,9 @@ def next_action(
     reason = reason or f"every limit down to {lowest:g} W was profiled"
     if rule is not None and selector.supports_early_stopping:
         contenders = selector.contenders(measurements, rule)
-        unsure = [m for m in contenders if m.steps < profile_steps and not rule.is_tight(m)]
-        if len(contenders) > 1 and unsure:
+        cap = rule.refine_cap(profile_steps)
+        unsure = [m for m in contenders if m.steps < cap and not rule.is_tight(m)]
+        if len(contenders) > 1 and unsure and not selector.settled(measurements, rule):
             target = min(unsure, key=lambda m: (m.steps, -m.power_limit_w))
             return Action(ActionKind.REFINE, target.power_limit_w, reason)
     return Action(ActionKind.DONE, selector.select(measurements), reason)
@@ -137,7 +171,8 @@ def measured_enough(
     """Whether a running measurement may stop before ``profile_steps``.
 
     True once ``m`` is tight (:meth:`EarlyStopping.is_tight`), or, when ``m`` refines a limit in
-    ``measurements``, once the contenders no longer include it or only one is left.
+    ``measurements``, once the contenders no longer include it, only one is left, or the choice
+    is settled (:meth:`OptimumSelector.settled`).
 
     Args:
         m: The running measurement (pooled with the limit's earlier one when refining).
@@ -153,4 +188,4 @@ def measured_enough(
         return False
     current = [m if old.power_limit_w == m.power_limit_w else old for old in measurements]
     contenders = selector.contenders(current, rule)
-    return len(contenders) < 2 or all(c is not m for c in contenders)
+    return len(contenders) < 2 or all(c is not m for c in contenders) or selector.settled(current, rule)

@@ -8,7 +8,10 @@ implement the two hooks the early-stopping optimizer uses:
   stops there;
 * :meth:`OptimumSelector.contenders`: the measured limits that could still be the choice given
   the measurement noise; the optimizer measures them further until one is left or they are all
-  tight.
+  tight;
+* :meth:`OptimumSelector.settled` (optional, default ``False``): the choice is, at the rule's
+  confidence, within ``rule.tie_tol`` of every contender, so the contenders need not be told
+  apart.
 
 A selector without these hooks (``supports_early_stopping = False``, the default for your own
 subclasses) gets Zeus's exhaustive sweep, with each limit measured until its estimates are tight.
@@ -71,6 +74,14 @@ class OptimumSelector(ABC):
         """
         return []
 
+    def settled(self, measurements: Measurements, rule: EarlyStopping) -> bool:
+        """Whether the current choice is, at ``rule.confidence``, within ``rule.tie_tol`` of every contender.
+
+        Then refinement may stop although contenders are still tied: whichever is best, the
+        choice costs at most ``tie_tol`` more. The default, ``False``, never stops early.
+        """
+        return False
+
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
         return f"{type(self).__name__}({args})"
@@ -84,6 +95,19 @@ def _rose(m: PowerLimitMeasurement, best: PowerLimitMeasurement, a: float, b: fl
         m.cost(a, b), m.cost_stderr(a, b), m.dof,
         scale * best.cost(a, b), scale * best.cost_stderr(a, b), best.dof,
     )
+
+
+def _within_tol(choice_cost: float, choice_se: float, choice_dof: int, other_cost: float, other_se: float,
+                other_dof: int, rule: EarlyStopping) -> bool:
+    """Whether ``choice − other < tie_tol · choice`` at ``rule.confidence`` (a one-sided bound).
+
+    Equivalently ``other + tie_tol·choice`` is significantly greater than ``choice``; the
+    tolerance is taken as exact (its own error is ``tie_tol`` times smaller than the cost's).
+    """
+    if rule.tie_tol <= 0:
+        return False
+    return rule.significantly_greater(other_cost + rule.tie_tol * choice_cost, other_se, other_dof,
+                                      choice_cost, choice_se, choice_dof)
 
 
 def _patience_reason(measurements: Measurements, best: PowerLimitMeasurement, a: float, b: float,
@@ -107,6 +131,9 @@ class LinearCostSelector(OptimumSelector):
       ``1 + rule.margin`` times the cheapest so far. Assumes the cost along descending limits
       falls and then rises, with bumps smaller than the margin or shorter than the patience.
     * Contenders: every measured limit not significantly costlier than the cheapest.
+    * Settled: the cheapest is, at the rule's confidence, less than ``rule.tie_tol`` costlier
+      than every other contender (so it is within ``tie_tol`` of whichever is truly cheapest
+      among them).
     """
 
     supports_early_stopping: ClassVar[bool] = True
@@ -143,6 +170,18 @@ class LinearCostSelector(OptimumSelector):
         a, b = self.cost_weights(measurements)
         best = self._best(measurements)
         return [m for m in measurements if m is best or not _rose(m, best, a, b, 0.0, rule)]
+
+    def settled(self, measurements: Measurements, rule: EarlyStopping) -> bool:
+        """See :meth:`OptimumSelector.settled` (rules in the class docstring)."""
+        if not measurements:
+            return False
+        a, b = self.cost_weights(measurements)
+        best = self._best(measurements)
+        cost, se = best.cost(a, b), best.cost_stderr(a, b)
+        return all(
+            _within_tol(cost, se, best.dof, m.cost(a, b), m.cost_stderr(a, b), m.dof, rule)
+            for m in self.contenders(measurements, rule) if m is not best
+        )
 
 
 class Time(LinearCostSelector):
@@ -232,6 +271,9 @@ class MaxSlowdownConstraint(OptimumSelector):
     * Contenders: limits that may be feasible and whose energy is not significantly above the
       best feasible one's, plus the fastest limit when the feasibility of one of them (the best
       one included) is unsure.
+    * Settled: at the rule's confidence, the best feasible limit is no slower than ``1 +
+      rule.tie_tol`` times the allowed slowdown (``factor`` × the fastest) and its energy is less
+      than ``rule.tie_tol`` above every other contender's.
 
     Args:
         factor: Allowed slowdown, >= 1 (1.1: at most 10 % slower than the fastest limit).
@@ -311,3 +353,21 @@ class MaxSlowdownConstraint(OptimumSelector):
         if unsure and all(m is not fastest for m in out):
             out.append(fastest)
         return out
+
+    def settled(self, measurements: Measurements, rule: EarlyStopping) -> bool:
+        """See :meth:`OptimumSelector.settled` (rules in the class docstring)."""
+        if not measurements or rule.tie_tol <= 0:
+            return False
+        fastest = min(measurements, key=lambda m: m.time_per_step_s)
+        best = self._best(measurements)
+        allowed = (1.0 + rule.tie_tol) * self.factor
+        if best is not fastest and not rule.significantly_greater(
+            allowed * fastest.time_per_step_s, allowed * fastest.time_stderr(), fastest.dof,
+            best.time_per_step_s, best.time_stderr(), best.dof,
+        ):
+            return False
+        energy, se = best.energy_per_step_j, best.cost_stderr(1.0, 0.0)
+        return all(
+            _within_tol(energy, se, best.dof, m.energy_per_step_j, m.cost_stderr(1.0, 0.0), m.dof, rule)
+            for m in self.contenders(measurements, rule) if m is not best
+        )
