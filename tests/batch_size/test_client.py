@@ -15,10 +15,7 @@ from zeus_core.exceptions import ZeusConfigError, ZeusPermissionError
 from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer, ZeusServerError
 from zeus_core.optimizer.batch_size.server import create_app
 
-try:
-    from .test_server_harness import REPO_ROOT, ThreadServer, db_url, free_port, make_spec  # noqa: F401
-except ImportError:
-    from test_server_harness import REPO_ROOT, ThreadServer, db_url, free_port, make_spec  # noqa: F401
+from tests.batch_size.server_harness import REPO_ROOT, ThreadServer, db_url, free_port, make_spec  # noqa: F401
 
 SPEC = make_spec(max_epochs=5)
 
@@ -125,7 +122,7 @@ def test_constructor_validates_and_accepts_a_spec_dict() -> None:
 @pytest.mark.slow
 def test_two_ranks_share_one_trial(sqlite_server: ThreadServer, tmp_path: Path) -> None:
     """torch.distributed (gloo, 2 processes): only rank 0 talks to the server; both ranks agree."""
-    script = Path(__file__).with_name("test_client_distributed_worker.py")
+    script = Path(__file__).with_name("client_worker.py")
     env = {**os.environ, "BSO_URL": sqlite_server.url, "BSO_OUT": str(tmp_path), "ZEUS_BSO_TOKEN": "tok"}
     cmd = [
         sys.executable,

@@ -11,10 +11,7 @@ import pytest
 from zeus_core.optimizer.batch_size.bandit import BatchSizeBandit, Observation
 from zeus_core.optimizer.batch_size.server import create_app
 
-try:
-    from .test_server_harness import FakeClock, ThreadServer, cost, db_url, make_spec  # noqa: F401
-except ImportError:
-    from test_server_harness import FakeClock, ThreadServer, cost, db_url, make_spec  # noqa: F401
+from tests.batch_size.server_harness import FakeClock, ThreadServer, cost, db_url, make_spec  # noqa: F401
 
 SPEC = make_spec()
 

@@ -10,10 +10,7 @@ import httpx
 from zeus_core.optimizer.batch_size.bandit import BatchSizeBandit, Observation
 from zeus_core.optimizer.batch_size.server import create_app
 
-try:
-    from .test_server_harness import SubprocessServer, ThreadServer, db_url, make_spec, run_threads  # noqa: F401
-except ImportError:
-    from test_server_harness import SubprocessServer, ThreadServer, db_url, make_spec, run_threads  # noqa: F401
+from tests.batch_size.server_harness import SubprocessServer, ThreadServer, db_url, make_spec, run_threads  # noqa: F401
 
 N_TRIALS = 40
 

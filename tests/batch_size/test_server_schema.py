@@ -16,10 +16,7 @@ from zeus_core.optimizer.batch_size.db import Database, normalize_url
 from zeus_core.optimizer.batch_size.server_cli import is_loopback
 from zeus_core.optimizer.batch_size.spec import JobSpec
 
-try:
-    from .test_server_harness import db_url, free_port  # noqa: F401
-except ImportError:
-    from test_server_harness import db_url, free_port  # noqa: F401
+from tests.batch_size.server_harness import db_url, free_port  # noqa: F401
 
 
 def _run(coro: Any) -> Any:

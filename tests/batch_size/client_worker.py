@@ -1,4 +1,4 @@
-"""Worker run by ``torch.distributed.run`` in test_client.py (no tests here).
+"""Worker run by ``torch.distributed.run`` in test_client.py.
 
 Every rank drives the same BatchSizeOptimizer calls; it writes what it saw to ``$BSO_OUT/rank<r>.txt``:
 trial number, batch size, the stop decision after a converging epoch, and the error class raised
