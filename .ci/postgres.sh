@@ -2,6 +2,7 @@
 # Start a throw-away PostgreSQL server for the batch-size optimizer tests and print its URL.
 #
 #   export ZEUS_TEST_POSTGRES_URL="$(bash .ci/postgres.sh)"
+#   bash .ci/postgres.sh stop        # shut it down again
 #
 # - Installs PostgreSQL from Debian's packages (apt-get) when no server binaries are found.
 # - Runs its own cluster in $ZEUS_PG_DIR (default /tmp/zeus-ci-postgres) on 127.0.0.1 only,
@@ -52,6 +53,11 @@ if [[ "$(id -u)" -eq 0 ]]; then
 else
     as_pg() { "$@"; }
     PG_OWNER="$(id -un)"
+fi
+
+if [[ "${1:-}" == "stop" ]]; then  # bash .ci/postgres.sh stop: shut this cluster down
+    as_pg "$BINDIR/pg_ctl" -D "$PGDIR/data" -m fast stop >/dev/null 2>&1 || true
+    exit 0
 fi
 
 mkdir -p "$PGDIR"
