@@ -26,12 +26,11 @@ def replay():
 def assert_targets(replay, cases) -> None:
     """The issue's targets on one table (24 cases)."""
     assert len(cases) == 6 * 4
-    # Target 1: the optimal limit, or one within 1 % of its cost. With 3 % noise per step and at most
-    # 40 measured steps per limit, limits whose costs differ by about 1 % are a coin flip for any
-    # sweep: over seeds 0-99 the exhaustive sweep misses 6 of 2400 cases and early stopping 8, all
-    # by 1.0-2.4 %. A table may hold one such near-tie (within 1.5 %), never a real miss.
-    assert sum(not c.early.ok for c in cases) <= 1
-    assert [c for c in cases if c.early.excess > 0.015] == []
+    # Target 1: the optimal limit, or one within 1 % of its cost, in every case. Contenders still tied
+    # after profile_steps are measured on (up to max_refine_steps) until told apart or known to be
+    # within tie_tol (0.5 %) of each other; over seeds 0-99 this misses 2 of 2400 cases (both
+    # survey verdicts wrong at 95 % confidence, one also missed by the exhaustive sweep), Zeus's sweep 6.
+    assert [(c.profile, c.selector, c.early.chosen_w, c.early.excess) for c in cases if not c.early.ok] == []
     # Target 2: at most half of the exhaustive sweep's extra profiling energy, summed over all cases.
     summary = replay.summarize(cases)
     assert summary["energy_ratio"] <= 0.5, summary
@@ -43,7 +42,7 @@ def test_quick_mode_prints_the_table_and_meets_the_targets(replay, shared_data: 
     assert replay.main(["--quick", "--data", str(data)]) == 0
     out = capsys.readouterr().out
     assert "Zeus sweep: W" in out and "early stop: W" in out and "A40_bert-base-uncased_1gpu" in out
-    within = r"Within 1 % of the optimum: early stop 2[34]/24 \(worst \d\.\d\d% off\), Zeus sweep"
+    within = r"Within 1 % of the optimum: early stop 24/24 \(worst \d\.\d\d% off\), Zeus sweep"
     assert re.search(within, out)
 
     cases = replay.run_all(0.03, 0, data)

@@ -244,7 +244,8 @@ def test_a_coarse_energy_counter_with_short_steps_is_read_per_sample_not_per_ste
     assert per_step.optimal_power_limit_w == 225
     assert per_step.measurements[0].average_power_w < 0.85 * 300
     for m in per_step.measurements:
-        assert m.samples == m.steps and per_step_reads[m.power_limit_w] >= m.steps - 2  # one read per step
+        # One read per step, except the step that ends each visit (at most 4: survey + 3 refinement rounds).
+        assert m.samples == m.steps and per_step_reads[m.power_limit_w] >= m.steps - 4
 
     # Samples of >= 0.25 s: the right limit, time and power close to the truth, a read per ~0.25 s.
     assert sampled.optimal_power_limit_w == 250
@@ -263,12 +264,15 @@ def test_a_coarse_energy_counter_with_short_steps_is_read_per_sample_not_per_ste
 
     # Per-sample energies are meaningful; per-step ones are the counter's 50 ms quantisation, so at
     # equal steps the early-stopping rules saw a power estimate several times noisier.
-    full = {m.power_limit_w: m for m in per_step.measurements if m.steps == 400}
+    # (Standard errors scaled by sqrt(steps) compare them at equal steps: tied contenders may be
+    # refined past profile_steps, to different totals in the two runs.)
+    full = {m.power_limit_w: m for m in per_step.measurements if m.steps >= 400}
     compared = [(m, full[m.power_limit_w]) for m in sampled.measurements
-                if m.steps == 400 and m.power_limit_w in full]
+                if m.steps >= 400 and m.power_limit_w in full]
     assert compared
     for m, old in compared:
-        assert 3 * m.power_stderr() / m.average_power_w < old.power_stderr() / old.average_power_w
+        assert (3 * m.power_stderr() / m.average_power_w * m.steps**0.5
+                < old.power_stderr() / old.average_power_w * old.steps**0.5)
     # Early stopping works again: limits that are clearly worse stop after a few samples.
     assert min(m.steps for m in sampled.measurements) < 200
     assert sum(m.steps for m in sampled.measurements) < sum(m.steps for m in per_step.measurements)

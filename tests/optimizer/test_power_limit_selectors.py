@@ -19,6 +19,7 @@ from zeus_core.optimizer.power_limit import (
     Time,
     ZeusCost,
 )
+from zeus_core.optimizer.power_limit.planner import ActionKind, next_action, visit_cap
 
 M = PowerLimitMeasurement
 RULE = EarlyStopping()
@@ -217,3 +218,66 @@ def test_slowdown_contenders_include_the_fastest_when_feasibility_is_unsure() ->
     assert names == [250, 300]
     sure = [noisy(300, 0.50, 140.0, 0.001, 40), noisy(250, 0.52, 120.0, 0.001, 40)]
     assert [m.power_limit_w for m in sel.contenders(sure, RULE)] == [250]
+
+
+# -- refinement of tied contenders: max_refine_steps and tie_tol -----------------------------------------
+def _m(limit: float, steps: int, t: float, e: float, rel_sd: float = 0.03) -> PowerLimitMeasurement:
+    """A measurement with per-step relative spread ``rel_sd`` of time and energy (independent)."""
+    return PowerLimitMeasurement(limit, steps, t, e, (rel_sd * t) ** 2, (rel_sd * e) ** 2, 0.0)
+
+
+def test_refinement_knobs_are_validated_and_default_to_three_times_profile_steps() -> None:
+    assert EarlyStopping().refine_cap(40) == 120
+    assert EarlyStopping(max_refine_steps=200).refine_cap(40) == 200
+    assert EarlyStopping(max_refine_steps=10).refine_cap(40) == 40  # never below profile_steps
+    with pytest.raises(ZeusConfigError, match=r"max_refine_steps=0 .*tie_tol=-0.1"):
+        EarlyStopping(max_refine_steps=0, tie_tol=-0.1)
+
+
+def test_visit_cap_refines_in_rounds_of_profile_steps_up_to_the_cap() -> None:
+    rule = EarlyStopping()
+    caps = [visit_cap(_m(250, n, 0.3, 75.0), 40, rule) for n in (10, 39, 40, 79, 80, 120)]
+    assert caps == [40, 40, 80, 80, 120, 120]
+    assert visit_cap(None, 40, rule) == 40 and visit_cap(_m(250, 40, 0.3, 75.0), 40, None) == 40
+    # Too few samples to judge (short steps): no measuring beyond profile_steps.
+    few = PowerLimitMeasurement(250, 40, 0.01, 2.5, 1e-6, 1e-2, 0.0, samples=2)
+    assert visit_cap(few, 40, rule) == 40
+
+
+def test_tied_contenders_are_refined_past_profile_steps_until_settled() -> None:
+    rule = EarlyStopping()
+    # Two limits 0.2 % apart in time with 3 % noise: not told apart at 40 steps, nor settled.
+    tied = [_m(300, 40, 0.2000, 80.0), _m(275, 40, 0.2004, 75.0)]
+    assert len(Time().contenders(tied, rule)) == 2 and not Time().settled(tied, rule)
+    action = next_action(tied, [300.0, 275.0], Time(), rule, profile_steps=40)
+    assert action.kind is ActionKind.REFINE
+    # With the cap reached nothing more is measured, and without max_refine_steps past 40 neither.
+    capped = [_m(300, 120, 0.2000, 80.0), _m(275, 120, 0.2004, 75.0)]
+    assert next_action(capped, [300.0, 275.0], Time(), rule, 40).kind is ActionKind.DONE
+    no_extra = EarlyStopping(max_refine_steps=40, tie_tol=0.0)
+    assert next_action(tied, [300.0, 275.0], Time(), no_extra, 40).kind is ActionKind.DONE
+    # Precise enough to say the choice is < 0.5 % costlier than the other: settled, done.
+    precise = [_m(300, 400, 0.2000, 80.0), _m(275, 400, 0.2004, 75.0)]
+    assert Time().settled(precise, rule) and not Time().settled(precise, EarlyStopping(tie_tol=0.0))
+    assert next_action(precise, [300.0, 275.0], Time(), EarlyStopping(max_refine_steps=1000), 40).kind \
+        is ActionKind.DONE
+    # A real 1 % gap is not settled, however precise: it is told apart instead.
+    gap = [_m(300, 400, 0.2000, 80.0, 0.01), _m(275, 400, 0.2020, 75.0, 0.01)]
+    assert len(Time().contenders(gap, rule)) == 1
+    # Equal estimates with wide intervals: the choice might be > 0.5 % costlier, so not settled.
+    assert not Time().settled([_m(300, 100, 0.2000, 80.0, 0.05), _m(275, 100, 0.2000, 75.0, 0.05)], rule)
+    # A clearly cheaper choice is settled even while the other is still a contender.
+    wide = [_m(300, 100, 0.2000, 80.0, 0.05), _m(275, 100, 0.2020, 75.0, 0.05)]
+    assert len(Time().contenders(wide, rule)) == 2 and Time().settled(wide, rule)
+
+
+def test_max_slowdown_is_settled_only_when_the_choice_is_surely_feasible() -> None:
+    rule = EarlyStopping()
+    sel = MaxSlowdownConstraint(1.1)
+    # 250 W is 5 % slower than the fastest (feasible) and 0.1 % more energy than 225 W, which is 9.9 %
+    # slower: precise measurements settle the choice within tie_tol.
+    ok = [_m(300, 400, 0.200, 80.0, 0.01), _m(250, 400, 0.210, 70.0, 0.01), _m(225, 400, 0.2198, 70.07, 0.01)]
+    assert sel.select(ok) == 250 and sel.settled(ok, rule)
+    # The choice right at the allowed slowdown, measured 40 steps: not surely within 1.005 × of it.
+    edge = [_m(300, 40, 0.200, 80.0), _m(225, 40, 0.2198, 70.0)]
+    assert sel.select(edge) == 225 and not sel.settled(edge, rule)

@@ -372,7 +372,7 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
         assert window is not None
         prior = self._measured(limit) if refine else None
         prior_steps = prior.steps if prior is not None else 0
-        left = visit_cap(prior_steps, self.profile_steps, self.early_stopping) - steps - prior_steps
+        left = visit_cap(prior, self.profile_steps, self.early_stopping) - steps - prior_steps
         per_sample = state.steps_per_sample or (1 if self.min_sample_s <= 0 else 0)  # 0: first sample
         if per_sample:
             ends = sample_ends(steps, window.boundary_step, per_sample, left)

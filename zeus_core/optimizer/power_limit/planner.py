@@ -46,10 +46,14 @@ step does not fall and a cost falls and then rises, except for bumps that are sm
 ``margin`` or shorter than ``patience`` limits (the measured A40 profiles have bumps of up to
 15 % over one limit).
 Where these fail, the sweep may stop before the optimum; ``early_stopping=None`` profiles
-every limit. The settled stop takes each comparison between the choice and one contender at
-``confidence`` on its own (no correction for several contenders); with ``tie_tol`` below the
-1 % that usually matters, a wrong verdict on one comparison still leaves the choice within
-``tie_tol`` plus that comparison's error. A selector of your own gets the survey and refinement
+every limit. The settled stop compares the choice with each of the ``k`` other contenders
+(one-sided: the choice costs less than ``(1 + tie_tol)`` × that contender) at confidence
+``1 − (1 − confidence) / k`` each (Bonferroni), so all ``k`` verdicts hold together at
+``confidence``; it assumes the noise of the means is near normal, as the intervals do. Its
+``tie_tol`` (0.5 %) is half the 1 % that usually matters, so the choice stays within target
+even where the means drift a little between visits. Like every check here it is repeated as
+steps accrue (every ``check_every`` steps), which makes the real error rate somewhat larger
+than ``1 − confidence``. A selector of your own gets the survey and refinement
 only if it implements :meth:`OptimumSelector.sweep_done` and :meth:`OptimumSelector.contenders`
 (and the settled stop if it implements :meth:`OptimumSelector.settled`); otherwise every limit
 is profiled, each until tight or ``profile_steps``.
@@ -106,26 +110,31 @@ def candidate_limits(max_w: float, min_w: float, step_w: float) -> list[float]:
     return limits
 
 
-def visit_cap(prior_steps: int, profile_steps: int, rule: EarlyStopping | None) -> int:
+def visit_cap(prior: PowerLimitMeasurement | None, profile_steps: int, rule: EarlyStopping | None) -> int:
     """Most measured steps a limit may have in all at the end of its current visit.
 
-    A first visit (survey or exhaustive sweep, ``prior_steps == 0``) and refinement below
+    A first visit (survey or exhaustive sweep, ``prior`` is ``None``) and refinement below
     ``profile_steps`` stop at ``profile_steps``. Refinement beyond it goes in rounds: up to the
-    next multiple of ``profile_steps``, at most :meth:`EarlyStopping.refine_cap`.
+    next multiple of ``profile_steps``, at most :meth:`EarlyStopping.refine_cap`. A limit whose
+    ``profile_steps`` held fewer than ``min_samples`` samples (steps too short for
+    ``min_sample_s``) cannot be judged, so it is not measured beyond ``profile_steps`` either
+    (the optimizer warns to raise ``profile_steps``).
 
     Args:
-        prior_steps: Measured steps of the limit before this visit (0 for a first visit).
+        prior: The limit's measurement before this visit (``None`` for a first visit).
         profile_steps: Most measured steps per limit in the sweep.
         rule: Early-stopping knobs, or ``None`` (no refinement).
 
     Example:
         >>> from zeus_core.optimizer.power_limit.measurement import EarlyStopping
-        >>> [visit_cap(n, 40, EarlyStopping()) for n in (0, 10, 40, 85, 120)]
-        [40, 40, 80, 120, 120]
+        >>> [visit_cap(PowerLimitMeasurement(250, n, 0.3, 75.0), 40, EarlyStopping()) for n in (10, 40, 85, 120)]
+        [40, 80, 120, 120]
     """
-    if rule is None or prior_steps < profile_steps:
+    if rule is None or prior is None or prior.steps < profile_steps:
         return profile_steps
-    return min(rule.refine_cap(profile_steps), (prior_steps // profile_steps + 1) * profile_steps)
+    if prior.samples < rule.min_samples:  # type: ignore[operator]  # never None after __post_init__
+        return max(profile_steps, prior.steps)
+    return min(rule.refine_cap(profile_steps), (prior.steps // profile_steps + 1) * profile_steps)
 
 
 def next_action(
@@ -154,8 +163,7 @@ def next_action(
     reason = reason or f"every limit down to {lowest:g} W was profiled"
     if rule is not None and selector.supports_early_stopping:
         contenders = selector.contenders(measurements, rule)
-        cap = rule.refine_cap(profile_steps)
-        unsure = [m for m in contenders if m.steps < cap and not rule.is_tight(m)]
+        unsure = [m for m in contenders if m.steps < visit_cap(m, profile_steps, rule) and not rule.is_tight(m)]
         if len(contenders) > 1 and unsure and not selector.settled(measurements, rule):
             target = min(unsure, key=lambda m: (m.steps, -m.power_limit_w))
             return Action(ActionKind.REFINE, target.power_limit_w, reason)

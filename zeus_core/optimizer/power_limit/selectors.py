@@ -25,6 +25,7 @@ is a constrained choice with its own rules. Subclass :class:`LinearCostSelector`
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import replace
 from typing import ClassVar, Sequence
 
 from zeus_core.exceptions import ZeusConfigError
@@ -110,6 +111,13 @@ def _within_tol(choice_cost: float, choice_se: float, choice_dof: int, other_cos
                                       choice_cost, choice_se, choice_dof)
 
 
+def _per_comparison(rule: EarlyStopping, comparisons: int) -> EarlyStopping:
+    """``rule`` with its confidence raised for ``comparisons`` simultaneous tests (Bonferroni)."""
+    if comparisons <= 1:
+        return rule
+    return replace(rule, confidence=1.0 - (1.0 - rule.confidence) / comparisons)
+
+
 def _patience_reason(measurements: Measurements, best: PowerLimitMeasurement, a: float, b: float,
                      rule: EarlyStopping, what: str) -> str | None:
     """The rise rule: the last ``patience`` limits, all after ``best``, rose by more than the margin."""
@@ -178,10 +186,10 @@ class LinearCostSelector(OptimumSelector):
         a, b = self.cost_weights(measurements)
         best = self._best(measurements)
         cost, se = best.cost(a, b), best.cost_stderr(a, b)
-        return all(
-            _within_tol(cost, se, best.dof, m.cost(a, b), m.cost_stderr(a, b), m.dof, rule)
-            for m in self.contenders(measurements, rule) if m is not best
-        )
+        others = [m for m in self.contenders(measurements, rule) if m is not best]
+        strict = _per_comparison(rule, len(others))
+        return all(_within_tol(cost, se, best.dof, m.cost(a, b), m.cost_stderr(a, b), m.dof, strict)
+                   for m in others)
 
 
 class Time(LinearCostSelector):
@@ -360,14 +368,14 @@ class MaxSlowdownConstraint(OptimumSelector):
             return False
         fastest = min(measurements, key=lambda m: m.time_per_step_s)
         best = self._best(measurements)
+        others = [m for m in self.contenders(measurements, rule) if m is not best]
+        strict = _per_comparison(rule, len(others) + (best is not fastest))
         allowed = (1.0 + rule.tie_tol) * self.factor
-        if best is not fastest and not rule.significantly_greater(
+        if best is not fastest and not strict.significantly_greater(
             allowed * fastest.time_per_step_s, allowed * fastest.time_stderr(), fastest.dof,
             best.time_per_step_s, best.time_stderr(), best.dof,
         ):
             return False
         energy, se = best.energy_per_step_j, best.cost_stderr(1.0, 0.0)
-        return all(
-            _within_tol(energy, se, best.dof, m.energy_per_step_j, m.cost_stderr(1.0, 0.0), m.dof, rule)
-            for m in self.contenders(measurements, rule) if m is not best
-        )
+        return all(_within_tol(energy, se, best.dof, m.energy_per_step_j, m.cost_stderr(1.0, 0.0), m.dof,
+                               strict) for m in others)

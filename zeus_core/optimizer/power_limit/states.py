@@ -15,7 +15,8 @@ Transitions (all made by ``GlobalPowerLimitOptimizer._transition``; "step" means
     Profiling(limit)           --measurement done-->    Warmup | Profiling (next limit: lower in the
                                                         sweep, or a contender) | Done
 
-A measurement is done after ``profile_steps`` steps, or earlier when the early-stopping rules
+A measurement is done after ``profile_steps`` steps (a refinement visit: at the cap of
+:func:`~zeus_core.optimizer.power_limit.planner.visit_cap`), or earlier when the early-stopping rules
 say so (see :class:`~zeus_core.optimizer.power_limit.optimizer.GlobalPowerLimitOptimizer`); it
 can only end where a sample ends (:mod:`~zeus_core.optimizer.power_limit.sampling`).
 """
