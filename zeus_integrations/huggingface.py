@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from zeus_core import distributed
 from zeus_core.callback import TrainingProtocol
-from zeus_core.exceptions import ZeusConfigError
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.monitor.training import TrainingTracker, check_tracker_args
 

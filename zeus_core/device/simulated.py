@@ -114,7 +114,7 @@ class MeasuredProfile(GpuBehavior):
     def __post_init__(self) -> None:
         if not self.points:
             raise ZeusProfileError("MeasuredProfile needs at least one (limit, time, power) row.")
-        self.points = sorted((float(l), float(t), float(p)) for l, t, p in self.points)
+        self.points = sorted((float(w), float(t), float(p)) for w, t, p in self.points)
         for limit, step_time, power in self.points:
             if step_time <= 0 or power <= 0:
                 raise ZeusProfileError(
