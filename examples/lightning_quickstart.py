@@ -41,7 +41,8 @@ logger = logging.getLogger("lightning_quickstart")
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--epochs", type=int, default=3, help="training epochs (default 3)")
+    parser.add_argument("--epochs", type=int, default=None,
+                        help="training epochs (default 3, or 5 with --optimize so profiling can finish)")
     parser.add_argument("--batches", type=int, default=50, help="optimizer steps per epoch (default 50)")
     parser.add_argument("--hidden", type=int, default=256, help="MLP width (raise it to load a real GPU)")
     parser.add_argument("--batch-size", type=int, default=32,
@@ -55,6 +56,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                         help="a seconds-long run for tests (2 epochs of 30 short steps)")
     parser.add_argument("--out", type=Path, default=Path("out"), help="output folder (default out/)")
     args = parser.parse_args(argv)
+    if args.epochs is None:
+        args.epochs = 5 if args.optimize else 3
     if args.tiny:
         args.epochs, args.batches, args.hidden = min(args.epochs, 2), 30, 32
     return args
@@ -253,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
             selector = MaxSlowdownConstraint(args.max_slowdown)
             plo = GlobalPowerLimitOptimizer(monitor, optimum_selector=selector,
                                             wait_steps=1, warmup_steps=1 if args.tiny else 2,
-                                            profile_steps=3 if args.tiny else 10)
+                                            profile_steps=3 if args.tiny else 16)
         except ZeusError as e:
             console.print(f"[red]Cannot optimize power limits here:[/red] {e}")
             return 2
