@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from zeus_core import PhysicalModel, SimulatedGPU, TrainingCallback, ZeusMonitor
+from zeus_core import PhysicalModel, SimulatedGPU, ZeusMonitor
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.monitor.measurement import Measurement
 
@@ -21,6 +21,9 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from transformers import Trainer, TrainerCallback, TrainingArguments  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent / "scripts"))
+from lightning_accelerate_common import Recorder as Protocol  # noqa: E402
 
 from zeus_integrations.huggingface import ZeusTrainerCallback  # noqa: E402
 
@@ -50,38 +53,6 @@ class TinyRegressor(torch.nn.Module):
 def dataset(n: int) -> list[dict[str, Any]]:
     gen = torch.Generator().manual_seed(0)
     return [{"x": torch.randn(4, generator=gen), "labels": torch.tensor(1.0)} for _ in range(n)]
-
-
-class Protocol(TrainingCallback):
-    """A protocol object (like a power-limit optimizer) recording what it is told, with state."""
-
-    def __init__(self) -> None:
-        self.events: list[str] = []
-        self.loaded: dict | None = None
-
-    def on_train_begin(self) -> None:
-        self.events.append("train_begin")
-
-    def on_epoch_begin(self) -> None:
-        self.events.append("epoch_begin")
-
-    def on_step_begin(self) -> None:
-        self.events.append("step_begin")
-
-    def on_step_end(self) -> None:
-        self.events.append("step_end")
-
-    def on_epoch_end(self) -> None:
-        self.events.append("epoch_end")
-
-    def on_train_end(self) -> None:
-        self.events.append("train_end")
-
-    def state_dict(self) -> dict:
-        return {"steps_seen": self.events.count("step_end")}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.loaded = state
 
 
 class Integration(TrainerCallback):
@@ -258,7 +229,7 @@ def test_resume_from_checkpoint_continues_totals_and_optimizer_state(tmp_path: P
     ckpt = tmp_path / "checkpoint-2"
     saved = json.loads((ckpt / "trainer_state.json").read_text())["stateful_callbacks"]["ZeusTrainerCallback"]
     rank0 = saved["attributes"]["_resume_state"]["ranks"][0]
-    assert rank0["steps_done"] == 2 and rank0["optimizers"] == [{"steps_seen": 2}]
+    assert rank0["steps_done"] == 2 and rank0["optimizers"] == [{"version": 1, "steps_seen": 2}]
     saved_j = rank0["energy_j"]["gpu0"]
     assert 0 < saved_j < first.train_metrics["energy/train_j"]
 
@@ -266,7 +237,7 @@ def test_resume_from_checkpoint_continues_totals_and_optimizer_state(tmp_path: P
     second = ZeusTrainerCallback(protocol, monitor=monitor)
     trainer = Trainer(model=TinyRegressor(), args=run, train_dataset=dataset(10), callbacks=[second])
     result = trainer.train(resume_from_checkpoint=str(ckpt))
-    assert protocol.loaded == {"steps_seen": 2}  # the optimizer continues instead of starting over
+    assert protocol.loaded == {"version": 1, "steps_seen": 2}  # the optimizer continues instead of starting over
     assert protocol.events.count("step_end") == 2 and second.tracker.steps_done == 4
     (train,) = monitor.ended["train"]
     assert result.metrics["energy/train_j"] == pytest.approx(saved_j + train.total_energy)

@@ -16,34 +16,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 import torch  # noqa: E402
 from accelerate import Accelerator  # noqa: E402
 from accelerate_tiny import RecordingTracker, SimModel, loader, run_epochs  # noqa: E402
+from lightning_accelerate_common import Recorder  # noqa: E402
 
-from zeus_core.callback import TrainingCallback  # noqa: E402
 from zeus_core.device.simulated import PhysicalModel, SimulatedGPU, VirtualClock  # noqa: E402
 from zeus_core.monitor.energy import ZeusMonitor  # noqa: E402
 from zeus_integrations.accelerate import attach  # noqa: E402
-
-
-class Events(TrainingCallback):
-    def __init__(self) -> None:
-        self.events: list[str] = []
-
-    def on_train_begin(self) -> None:
-        self.events.append("train_begin")
-
-    def on_epoch_begin(self) -> None:
-        self.events.append("epoch_begin")
-
-    def on_step_begin(self) -> None:
-        self.events.append("step_begin")
-
-    def on_step_end(self) -> None:
-        self.events.append("step_end")
-
-    def on_epoch_end(self) -> None:
-        self.events.append("epoch_end")
-
-    def on_train_end(self) -> None:
-        self.events.append("train_end")
 
 
 def main(out: Path) -> None:
@@ -57,7 +34,7 @@ def main(out: Path) -> None:
     model = SimModel(gpu)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     model, opt, train = accelerator.prepare(model, opt, loader(16))  # 8 batches -> 4 per process
-    events = Events()
+    events = Recorder()
     with attach(accelerator, model, opt, zeus_optimizer=events,
                 monitor=ZeusMonitor(gpus=[gpu], cpu_indices=[])) as zeus:
         run_epochs(accelerator, model, opt, train, epochs=2)
