@@ -3,45 +3,21 @@
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.examples.hf_example import run_tiny
 
 pytestmark = pytest.mark.skipif(
     any(importlib.util.find_spec(m) is None for m in ("trl", "peft")),
     reason="needs the hf extra: pip install 'zeus-suite[hf]'",
 )
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 @pytest.mark.slow
 def test_tiny_qlora_sft_run_reports_simulated_energy(tmp_path: Path) -> None:
-    report = tmp_path / "report.json"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "examples" / "gemma_qlora_sft.py"),
-            "--tiny",
-            "--simulate",
-            "--out",
-            str(tmp_path / "run"),
-            "--json",
-            str(report),
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    data = json.loads(report.read_text())
+    proc, data = run_tiny("gemma_qlora_sft.py", tmp_path)
     if importlib.util.find_spec("bitsandbytes") is not None:  # bitsandbytes >= 0.48 quantises on the CPU
         assert data["quantized"] and "4-bit NF4" in proc.stdout
     assert 0 < data["trainable_params"] < data["total_params"]  # only the LoRA adapters train

@@ -3,45 +3,21 @@
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.examples.hf_example import run_tiny
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("transformers") is None,
     reason="needs the hf extra: pip install 'zeus-suite[hf]'",
 )
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 @pytest.mark.slow
 def test_tiny_run_reports_simulated_energy_per_epoch(tmp_path: Path) -> None:
-    report = tmp_path / "report.json"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "examples" / "hf_trainer.py"),
-            "--tiny",
-            "--simulate",
-            "--out",
-            str(tmp_path / "run"),
-            "--json",
-            str(report),
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    data = json.loads(report.read_text())
+    proc, data = run_tiny("hf_trainer.py", tmp_path)
     # 48 samples, micro-batches of 8 -> 6 per epoch; 2 per optimizer step -> 3 steps; 2 epochs.
     assert (data["global_step"], data["micro_batches"]) == (6, 12)
     assert len(data["epochs"]) == 2
