@@ -37,4 +37,5 @@ result = {
 }
 with open(os.path.join(sys.argv[1], f"rank{rank}.json"), "w") as f:
     json.dump(result, f)
+dist.barrier()  # no rank tears gloo down while another still reads the last collective
 dist.destroy_process_group()

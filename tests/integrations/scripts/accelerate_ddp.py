@@ -46,6 +46,9 @@ def main(out: Path) -> None:
         "events": events.events,
         "logged_train": logged.column("energy/train_j"),
     }))
+    # end_training() destroys the process group; without a barrier first, a rank that gets there early
+    # can tear gloo down while the other still reads the last reduction, and that rank aborts.
+    accelerator.wait_for_everyone()
     accelerator.end_training()
 
 

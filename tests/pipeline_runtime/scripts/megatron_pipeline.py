@@ -117,6 +117,7 @@ def main(out: str) -> None:
     report = runtime_report(runtime)
     report["work_clocks"] = model.work.clocks
     dump(out, "megatron", report)
+    torch.distributed.barrier()  # no rank tears gloo down while another still reads the last collective
     torch.distributed.destroy_process_group()
 
 

@@ -120,6 +120,7 @@ def main(out: str) -> None:
             "phase": runtime.phase.name,
         },
     )
+    dist.barrier()  # no rank tears gloo down while another still reads the last collective
     dist.destroy_process_group()
 
 
