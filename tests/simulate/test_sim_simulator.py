@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.simulate.toy_traces import TOY, write_toy
+from tests.simulate.toy_traces import TOY, TRAIN, write_toy
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.metric import zeus_cost
 from zeus_core.simulate import (
@@ -18,6 +18,7 @@ from zeus_core.simulate import (
     jit_power_limit,
     load_nsdi23_traces,
     load_workload_trace,
+    noise_free_cost,
     oracle,
     simulate,
 )
@@ -109,6 +110,27 @@ def test_expected_fixed_cost_and_oracle(toy):
     candidates = {(b, p): expected_fixed_cost(toy, b, p, 0.5)[2] for b, p in toy.epochs}
     assert (bs, pl) == min(candidates, key=candidates.get)
     assert best[2] == pytest.approx(min(candidates.values()))
+
+
+def test_noise_free_cost_takes_the_luck_of_the_run_draws_out(tmp_path):
+    # bs 32's runs converge in 3 or 5 epochs: realised costs depend on the draws, the noise-free
+    # cost is 4 epochs per recurrence whatever the seed.
+    train = TRAIN.replace("toy,net,32,sgd,0.1,2,0.5,nan", "toy,net,32,sgd,0.1,2,0.5,5")
+    trace = load_workload_trace(TOY, *write_toy(tmp_path, train=train))
+    epoch_cost = zeus_cost(900.0, 5.0, 0.5, 200.0)
+    results = [simulate(trace, FixedPolicy(trace, 32, 200), seed=s, recurrences=8) for s in range(1, 6)]
+    assert len({r.cost_j for r in results}) > 1
+    for r in results:
+        assert noise_free_cost(trace, r) == pytest.approx(8 * 4 * epoch_cost)
+
+
+
+def test_noise_free_cost_keeps_failed_trials_and_profiling_overhead(toy):
+    # In the toy trace every batch size converges in one number of epochs only, so nothing is luck:
+    # failed trials (runs that never converge) and the profiling epochs keep their cost.
+    result = simulate(toy, ZeusPolicy(toy, seed=2, beta_knob=None), seed=2, recurrences=6)
+    assert any(not t.converged for t in result.trials) and any(t.overhead_j > 0 for t in result.trials)
+    assert noise_free_cost(toy, result) == pytest.approx(result.cost_j)
 
 
 def test_grid_search_tries_every_configuration_default_first_then_keeps_the_best(toy):

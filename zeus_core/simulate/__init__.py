@@ -29,6 +29,7 @@ from zeus_core.simulate.simulator import (
     TrialRecord,
     expected_fixed_cost,
     jit_power_limit,
+    noise_free_cost,
     oracle,
     simulate,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "load_nsdi23_traces",
     "load_workload_trace",
     "make_policy",
+    "noise_free_cost",
     "oracle",
     "run_nsdi23",
     "run_workload",

@@ -36,7 +36,15 @@ from zeus_core.metric import zeus_cost
 from zeus_core.simulate.policies import Policy, TrialOutcome
 from zeus_core.simulate.traces import WorkloadTrace
 
-__all__ = ["TrialRecord", "SimulationResult", "simulate", "jit_power_limit", "expected_fixed_cost", "oracle"]
+__all__ = [
+    "TrialRecord",
+    "SimulationResult",
+    "simulate",
+    "jit_power_limit",
+    "expected_fixed_cost",
+    "noise_free_cost",
+    "oracle",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -269,6 +277,29 @@ def expected_fixed_cost(
     e = trace.epochs[(batch_size, power_limit_w)]
     energy, time = epochs * e.energy_j, epochs * e.time_s
     return energy, time, zeus_cost(energy, time, eta_knob, trace.max_power_w)
+
+
+def noise_free_cost(trace: WorkloadTrace, result: SimulationResult) -> float:
+    """A simulation's Zeus cost with the luck of its run draws taken out, J.
+
+    Each converged trial's epochs-to-target is replaced by the mean over its batch size's runs
+    that reach the target within ``max_epochs``; its profiling overhead and every failed or
+    early-stopped trial keep their simulated cost. Two policies that face the same seed draw
+    different runs as soon as they choose differently, so over a few seeds their costs differ by
+    luck as well as by their choices; this figure compares the choices alone.
+    """
+    max_epochs = trace.workload.max_epochs
+    maxp = trace.max_power_w
+    total = 0.0
+    for t in result.trials:
+        if not t.converged:
+            total += t.cost_j
+            continue
+        ok = [e for e in trace.target_epochs[t.batch_size] if e is not None and e <= max_epochs]
+        steady = trace.epochs[(t.batch_size, t.power_limit_w)]
+        epoch_cost = zeus_cost(steady.energy_j, steady.time_s, result.eta_knob, maxp)
+        total += t.overhead_j + epoch_cost * sum(ok) / len(ok)
+    return total
 
 
 def oracle(trace: WorkloadTrace, eta_knob: float) -> tuple[int, int, tuple[float, float, float]]:
