@@ -34,6 +34,8 @@ _EXPORTS: dict[str, str] = {
     "Measurement": "zeus_core.monitor.measurement",
     "PowerMonitor": "zeus_core.monitor.power",
     "TrainingTracker": "zeus_core.monitor.training",
+    "PrometheusExporter": "zeus_core.monitor.prometheus",
+    "MetricsServer": "zeus_core.monitor.prometheus",
     # power-limit optimizer
     "GlobalPowerLimitOptimizer": "zeus_core.optimizer.power_limit",
     "OptimumSelector": "zeus_core.optimizer.power_limit",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from zeus_core.device.base import CPU, CpuEnergy
+from tests.fakes.clock_cpu import ClockCPU as FakeCPU
 from zeus_core.device.simulated import PhysicalModel, SimulatedGPU, VirtualClock, simulate_steps
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceNotFoundError, ZeusWindowError
 from zeus_core.monitor.energy import ZeusMonitor
@@ -16,30 +16,6 @@ from zeus_core.monitor.measurement import Measurement
 
 BUSY_W = 300.0  # PhysicalModel.a40() at its default 300 W limit
 IDLE_W = 30.0
-
-
-class FakeCPU(CPU):
-    """A CPU package whose counters advance by fixed powers on a clock (J = W x s)."""
-
-    vendor = "fake"
-
-    def __init__(self, index: int, clock: VirtualClock, cpu_w: float, dram_w: float | None) -> None:
-        super().__init__(index)
-        self._clock, self.cpu_w, self.dram_w = clock, cpu_w, dram_w
-        self.reads = 0
-
-    @property
-    def name(self) -> str:
-        return f"package-{self.index}"
-
-    @property
-    def has_dram(self) -> bool:
-        return self.dram_w is not None
-
-    def get_energy(self) -> CpuEnergy:
-        self.reads += 1
-        t = self._clock()
-        return CpuEnergy(1000.0 + self.cpu_w * t, None if self.dram_w is None else 50.0 + self.dram_w * t)
 
 
 @pytest.fixture
