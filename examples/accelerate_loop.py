@@ -121,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
             chosen = plo.optimal_power_limit_w
             console.print(f"Power-limit optimizer kept {chosen:g} W{tag}." if chosen is not None else
                           f"Power-limit optimizer was still profiling at the end{tag}.", soft_wrap=True)
-    accelerator.wait_for_everyone()  # end_training() destroys the process group: let every rank get here first
+    # end_training() destroys the process group: let every rank get here first.
+    accelerator.wait_for_everyone()
     accelerator.end_training()
     return 0
 
