@@ -36,6 +36,19 @@ def _grid(n: int) -> tuple[int, int]:
     return math.ceil(n / cols), cols
 
 
+def _save(plt: Any, fig: Any, axes: Any, used: int, title: str, path: str | Path) -> Path:
+    """Blank the grid's unused panels, title the figure, write it to ``path`` and close it."""
+    for ax in list(axes.flat)[used:]:
+        ax.axis("off")
+    fig.suptitle(title)
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
 def plot_cumulative_cost(reports: Sequence[WorkloadReport], path: str | Path) -> Path:
     """Save the cumulative-cost figure (first seed of each policy) as a PNG.
 
@@ -67,16 +80,9 @@ def plot_cumulative_cost(reports: Sequence[WorkloadReport], path: str | Path) ->
         ax.set_xlabel("recurrence")
         ax.set_ylabel("cumulative Zeus cost (MJ)")
         ax.legend(fontsize=7)
-    for ax in list(axes.flat)[len(reports) :]:
-        ax.axis("off")
     gpu = reports[0].gpu if reports else ""
-    fig.suptitle(f"Zeus NSDI'23 reproduction on {gpu} (simulated from measured traces)")
-    fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    title = f"Zeus NSDI'23 reproduction on {gpu} (simulated from measured traces)"
+    return _save(plt, fig, axes, len(reports), title, path)
 
 
 def plot_choices(reports: Sequence[WorkloadReport], path: str | Path, policy: str = "zeus") -> Path:
@@ -110,13 +116,6 @@ def plot_choices(reports: Sequence[WorkloadReport], path: str | Path, policy: st
         limits = sorted({p for _, p in chosen})
         twin.set_ylim(min(limits) - 15, max(limits) + 15)
         ax.set_title(f"{report.workload}: {policy} (seed {report.seeds[0]})", fontsize=10)
-    for ax in list(axes.flat)[len(reports) :]:
-        ax.axis("off")
     gpu = reports[0].gpu if reports else ""
-    fig.suptitle(f"Batch size and power limit chosen on {gpu} (simulated)")
-    fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    title = f"Batch size and power limit chosen on {gpu} (simulated)"
+    return _save(plt, fig, axes, len(reports), title, path)

@@ -256,6 +256,12 @@ def _run_trial(
     )
 
 
+def _converging_epochs(trace: WorkloadTrace, batch_size: int) -> list[int]:
+    """Epochs-to-target of the batch size's runs that reach the target within ``max_epochs``."""
+    max_epochs = trace.workload.max_epochs
+    return [e for e in trace.target_epochs[batch_size] if e is not None and e <= max_epochs]
+
+
 def expected_fixed_cost(
     trace: WorkloadTrace, batch_size: int, power_limit_w: int, eta_knob: float
 ) -> tuple[float, float, float] | None:
@@ -269,7 +275,7 @@ def expected_fixed_cost(
     """
     max_epochs = trace.workload.max_epochs
     runs = trace.target_epochs[batch_size]
-    ok = [e for e in runs if e is not None and e <= max_epochs]
+    ok = _converging_epochs(trace, batch_size)
     if not ok:
         return None
     q = len(ok) / len(runs)
@@ -288,14 +294,13 @@ def noise_free_cost(trace: WorkloadTrace, result: SimulationResult) -> float:
     different runs as soon as they choose differently, so over a few seeds their costs differ by
     luck as well as by their choices; this figure compares the choices alone.
     """
-    max_epochs = trace.workload.max_epochs
     maxp = trace.max_power_w
     total = 0.0
     for t in result.trials:
         if not t.converged:
             total += t.cost_j
             continue
-        ok = [e for e in trace.target_epochs[t.batch_size] if e is not None and e <= max_epochs]
+        ok = _converging_epochs(trace, t.batch_size)
         steady = trace.epochs[(t.batch_size, t.power_limit_w)]
         epoch_cost = zeus_cost(steady.energy_j, steady.time_s, result.eta_knob, maxp)
         total += t.overhead_j + epoch_cost * sum(ok) / len(ok)
