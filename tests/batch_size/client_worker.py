@@ -42,4 +42,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Leave without interpreter finalisation, where gloo's threads can abort (pytorch/pytorch#179291).
+    sys.stdout.flush()
+    os._exit(code or 0)

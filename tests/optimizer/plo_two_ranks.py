@@ -13,6 +13,7 @@ Usage: plo_two_ranks.py OUT_DIR PROFILE_CSV; writes OUT_DIR/rank<r>.json.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -103,3 +104,6 @@ distributed.all_reduce = real_all_reduce
 }))
 dist.barrier()  # no rank tears gloo down while another still reads the last collective
 dist.destroy_process_group()
+# Leave without interpreter finalisation, where gloo's threads can abort (pytorch/pytorch#179291).
+sys.stdout.flush()
+os._exit(0)

@@ -8,6 +8,7 @@ counter and what the hook reported.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -54,3 +55,6 @@ def main(out: Path) -> None:
 
 if __name__ == "__main__":
     main(Path(sys.argv[1]))
+    # Leave without interpreter finalisation, where gloo's threads can abort (pytorch/pytorch#179291).
+    sys.stdout.flush()
+    os._exit(0)

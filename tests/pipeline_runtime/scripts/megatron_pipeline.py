@@ -8,6 +8,7 @@ Usage: python -m torch.distributed.run --nproc-per-node 2 megatron_pipeline.py O
 from __future__ import annotations
 
 import faulthandler
+import os
 import sys
 from typing import Any
 
@@ -123,3 +124,6 @@ def main(out: str) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1])
+    # Leave without interpreter finalisation, where gloo's threads can abort (pytorch/pytorch#179291).
+    sys.stdout.flush()
+    os._exit(0)
