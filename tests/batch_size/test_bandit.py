@@ -97,7 +97,7 @@ def test_observation_validation():
 
 # --------------------------------------------------------------- pruning
 def test_pruning_goes_down_from_default_then_up_and_repeats_from_the_cheapest():
-    bandit = BatchSizeBandit(make_spec(beta_knob=2.0))
+    bandit = BatchSizeBandit(make_spec(beta_knob=2.0, num_pruning_rounds=2))
     # 8 fails (250 > 2 × 100), so round 1 prunes it and a second round follows. (Were every arm to
     # pass, pruning would end after round 1: see the early-end test below.)
     cost = {8: 250.0, 16: 110.0, 32: 100.0, 64: 90.0, 128: 120.0}
@@ -108,6 +108,20 @@ def test_pruning_goes_down_from_default_then_up_and_repeats_from_the_cheapest():
     assert bandit.phase == "thompson"
     assert bandit.pruning_round == 2
     assert bandit.arms == [16, 32, 64, 128]
+
+
+def test_one_pruning_round_by_default_even_when_it_pruned_an_arm():
+    bandit = BatchSizeBandit(make_spec(beta_knob=2.0))
+    assert bandit.spec.num_pruning_rounds == 1
+    cost = {8: 250.0, 16: 110.0, 32: 100.0, 64: 90.0, 128: 120.0}
+    handed = run_pruning(bandit, cost)
+    # 8 fails and is pruned; the arms that passed each have one trial and sampling starts.
+    assert handed == [32, 16, 8, 64, 128]
+    assert bandit.phase == "thompson"
+    assert bandit.pruning_round == 1
+    assert bandit.arms == [16, 32, 64, 128]
+    # The pooled variance gives single-trial arms a posterior: no arm is left without one.
+    assert all(math.isfinite(p.std) and p.std > 0 for p in bandit.posteriors().values())
 
 
 def test_pruning_ends_early_when_a_round_passes_every_arm():
@@ -124,7 +138,7 @@ def test_pruning_ends_early_when_a_round_passes_every_arm():
 
 
 def test_a_failure_ends_its_direction_and_the_arm_is_pruned():
-    bandit = BatchSizeBandit(make_spec())
+    bandit = BatchSizeBandit(make_spec(num_pruning_rounds=2))
     cost = {8: 100.0, 16: 100.0, 32: 100.0, 64: 100.0, 128: 100.0}
     handed = run_pruning(bandit, cost, fail={16, 128})
     assert handed[:4] == [32, 16, 64, 128]  # 16 fails: 8 is never tried; 128 fails: the round ends
@@ -267,19 +281,21 @@ def test_sampling_stays_near_the_leader():
     assert {16, 32, 64} <= picks
 
 
-def test_an_arm_observed_once_stays_a_candidate_far_from_the_leader():
+def test_an_arm_observed_once_is_not_resampled_far_from_the_leader():
     spec = make_spec(num_pruning_rounds=0)
-    # 8 is neither a neighbour of the leader 32 nor the runner-up (64), and looks costlier than
-    # both; but its single trial gives it no variance estimate of its own, so it is not ruled out.
-    costs = {8: (125.0,), 16: (110.0, 140.0), 32: (90.0, 110.0), 64: (95.0, 125.0), 128: (150.0, 150.0)}
+    # 8 was tried once and looks costlier than the leader 32 and the runner-up 64, and is not a
+    # neighbour of the leader: were 8 the cheapest, 16 (between it and 32) would look cheaper
+    # than 32, so one trial is enough to leave it alone.
+    costs = {8: (125.0,), 16: (110.0, 140.0), 32: (90.0, 110.0), 64: (95.0, 125.0), 128: (150.0,)}
     obs = [Observation(b, c, True) for b, cs in costs.items() for c in cs]
     bandit = BatchSizeBandit(spec, obs)
     picks = [bandit.next_batch_size(t) for t in range(1, 300)]
-    assert 8 in picks
-    assert 128 not in picks  # two observations: far and costlier, so excluded
-    # A second, equally costly trial gives 8 its own variance estimate: it leaves the candidates.
-    bandit.observe(Observation(8, 125.0, True))
-    assert 8 not in {bandit.next_batch_size(t) for t in range(1, 300)}
+    assert 8 not in picks and 128 not in picks
+    assert {16, 32, 64} <= set(picks)
+    # Once 16 proves cheap, the leader moves next to 8, which becomes a candidate again.
+    for _ in range(4):
+        bandit.observe(Observation(16, 60.0, True))
+    assert 8 in {bandit.next_batch_size(t) for t in range(300, 600)}
 
 
 def test_runner_up_is_sampled_even_when_not_a_neighbour():

@@ -109,7 +109,7 @@ class ZeusPolicy:
         eta_knob: float = 0.5,
         beta_knob: float | None = 2.0,
         window_size: int = 0,
-        num_pruning_rounds: int = 2,
+        num_pruning_rounds: int = 1,
     ) -> None:
         w = trace.workload
         self.spec = JobSpec(

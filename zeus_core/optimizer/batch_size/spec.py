@@ -18,10 +18,12 @@ beta_knob            2.0       early stopping: a trial whose accumulated cost ex
                                that. Must be > 1; ``None`` disables both.
 window_size          10        only the last ``window_size`` observations of each arm feed its
                                posterior, so a drifting cost is tracked; 0 = all observations.
-num_pruning_rounds   2         most rounds of pruning exploration before Thompson sampling: each
+num_pruning_rounds   1         most rounds of pruning exploration before Thompson sampling: each
                                round tries the surviving batch sizes from the default downwards,
                                then upwards, and drops those that fail. Pruning ends early after a
                                round in which every surviving batch size passed. 0 skips pruning.
+                               (Zeus uses 2 because its sampling needs two trials per arm; ours
+                               pools the noise variance over arms, see ``bandit.py``.)
 prior_mean/prior_std None      Gaussian prior on every arm's mean cost, J. ``None`` (both) is the
                                uninformative prior: the posterior is the data alone.
 max_epochs           100       a trial that has not reached the target after this many epochs
@@ -88,7 +90,7 @@ class JobSpec:
     eta_knob: float = 0.5
     beta_knob: float | None = 2.0
     window_size: int = 10
-    num_pruning_rounds: int = 2
+    num_pruning_rounds: int = 1
     prior_mean: float | None = None
     prior_std: float | None = None
     max_power_w: float = 0.0
