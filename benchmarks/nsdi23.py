@@ -160,8 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     rows: list[dict] = []
     for gpu in args.gpus:
-        train_df = pd.read_csv(trace_dir / "summary_train.csv")
-        power_df = pd.read_csv(trace_dir / f"summary_power_{gpu}.csv")
+        if not args.published_in_ours:  # only the published simulator reads the CSVs with pandas
+            train_df = pd.read_csv(trace_dir / "summary_train.csv")
+            power_df = pd.read_csv(trace_dir / f"summary_power_{gpu}.csv")
         for idx, trace in enumerate(load_nsdi23_traces(gpu, trace_dir)):
             if args.workloads and trace.workload.dataset not in args.workloads:
                 continue

@@ -97,7 +97,8 @@ class ZeusPolicy:
         beta_knob: Early-stop factor (``None`` disables it).
         window_size: Bandit window per arm; 0 (all observations) as in the paper's artifact, since
             the traces do not drift. The service's :class:`JobSpec` defaults to 10.
-        num_pruning_rounds: Most pruning rounds (pruning ends early after a round every arm passes).
+        num_pruning_rounds: Most pruning rounds (pruning ends early after a round every arm passes);
+            :class:`JobSpec`'s default.
     """
 
     name = "zeus"
@@ -109,7 +110,7 @@ class ZeusPolicy:
         eta_knob: float = 0.5,
         beta_knob: float | None = 2.0,
         window_size: int = 0,
-        num_pruning_rounds: int = 1,
+        num_pruning_rounds: int = JobSpec.num_pruning_rounds,
     ) -> None:
         w = trace.workload
         self.spec = JobSpec(
