@@ -91,6 +91,10 @@ def test_observation_validation():
         Observation(32, math.inf, True)
     with pytest.raises(ZeusConfigError, match="overhead"):
         Observation(32, 10.0, True, overhead=11.0)
+    with pytest.raises(ZeusConfigError, match="epochs=-1"):
+        Observation(32, 10.0, True, epochs=-1)
+    with pytest.raises(ZeusConfigError, match="epochs=True"):
+        Observation(32, 10.0, True, epochs=True)
     with pytest.raises(ZeusConfigError, match="batch_size=48"):
         BatchSizeBandit(make_spec()).observe(Observation(48, 1.0, True))
 
@@ -224,6 +228,58 @@ def test_prior_pulls_the_posterior_mean():
     assert strong.std < 1.0
     untried = BatchSizeBandit(make_spec(**base, prior_mean=50.0, prior_std=5.0), obs).posteriors()[16]
     assert (untried.mean, untried.std, untried.count) == (50.0, 5.0, 0)
+
+
+def test_epochs_to_target_are_shrunk_towards_the_pooled_count():
+    """An arm cheap per epoch whose one trial drew an extra epoch is not written off."""
+    spec = make_spec(batch_sizes=(16, 32, 64), default_batch_size=32, num_pruning_rounds=0)
+    # (cost J, epochs): 16 costs 100 J/epoch, 32 costs 110 J/epoch, 64 costs 120 J/epoch.
+    trials = {16: [(500.0, 5)], 32: [(440.0, 4), (550.0, 5)], 64: [(480.0, 4), (480.0, 4)]}
+    obs = [Observation(b, c, True, epochs=e) for b, ts in trials.items() for c, e in ts]
+    without = BatchSizeBandit(spec, [Observation(o.batch_size, o.cost, True) for o in obs]).posteriors()
+    post = BatchSizeBandit(spec, obs).posteriors()
+    assert sorted(without, key=lambda b: without[b].mean) == [64, 32, 16]  # raw 480, 495, 500 J
+
+    # Empirical Bayes by hand. Epochs: 16 [5], 32 [4, 5], 64 [4, 4]; pooled mean 22/5.
+    pooled = 22 / 5
+    within = (0.0 + 0.5 + 0.0) / 2  # squared deviations over 2 degrees of freedom
+    spread = (0.5**2 + 0.0 + 0.5**2) / 2  # variance of the arm means 5, 4.5, 4
+    weight = within / (spread - within * (1 / 1 + 1 / 2 + 1 / 2) / 3)
+    assert weight == pytest.approx(3.0)
+    assert post[16].mean == pytest.approx(100.0 * (5 + weight * pooled) / (1 + weight))
+    assert post[32].mean == pytest.approx(110.0 * (9 + weight * pooled) / (2 + weight))
+    assert post[64].mean == pytest.approx(120.0 * (8 + weight * pooled) / (2 + weight))
+    assert sorted(post, key=lambda b: post[b].mean) == [16, 32, 64]  # by cost per epoch
+    # The pooled count also counts as evidence: the posterior narrows by sqrt(n / (n + weight)).
+    for b, n in ((16, 1), (32, 2), (64, 2)):
+        assert post[b].std == pytest.approx(without[b].std * math.sqrt(n / (n + weight)))
+
+
+def test_epoch_counts_that_differ_by_batch_size_are_barely_pooled():
+    spec = make_spec(batch_sizes=(16, 32, 64), default_batch_size=32, num_pruning_rounds=0)
+    epochs = {16: (10, 11), 32: (20, 21), 64: (30, 31)}
+    obs = [Observation(b, 10.0 * e, True, epochs=e) for b, es in epochs.items() for e in es]
+    post = BatchSizeBandit(spec, obs).posteriors()
+    for b, es in epochs.items():
+        assert post[b].mean == pytest.approx(10.0 * sum(es) / 2, rel=5e-3)  # pooled: 205 J
+
+
+def test_arms_without_epoch_counts_keep_their_raw_mean():
+    spec = make_spec(batch_sizes=(16, 32, 64), default_batch_size=32, num_pruning_rounds=0)
+    known = [Observation(32, 400.0, True, epochs=4), Observation(64, 600.0, True, epochs=6)]
+    # 16: one trial without an epoch count; with an epoch count, then a failure in its window.
+    post = BatchSizeBandit(spec, [*known, Observation(16, 500.0, True)]).posteriors()
+    assert post[16].mean == pytest.approx(500.0)
+    assert post[32].mean != pytest.approx(400.0)  # two arms with counts: they are pooled
+    failed = [*known, Observation(16, 500.0, True, epochs=5), Observation(16, 300.0, False, epochs=3)]
+    assert BatchSizeBandit(spec, failed).posteriors()[16].count == 2
+    threshold = 2.0 * 400.0
+    assert BatchSizeBandit(spec, failed).posteriors()[16].mean == pytest.approx(
+        (500.0 + threshold + 400.0) / 2
+    )
+    # A single arm with epoch counts has nothing to be pooled with.
+    alone = BatchSizeBandit(spec, [Observation(32, 400.0, True, epochs=4)]).posteriors()[32]
+    assert alone.mean == pytest.approx(400.0)
 
 
 def test_window_uses_only_the_last_observations():

@@ -273,3 +273,24 @@ def test_bandit_over_http_matches_the_bandit_rebuilt_locally(http: httpx.Client)
     summary = http.get("/jobs/job").json()["bandit"]
     assert summary == json.loads(json.dumps(BatchSizeBandit(SPEC, observations).summary()))
     assert summary["phase"] == "thompson"
+
+
+def test_epochs_reported_per_epoch_reach_the_bandit(http: httpx.Client) -> None:
+    """The last epoch reported is the trial's epoch count in the bandit's epochs-to-target model."""
+    _register(http)
+    per_epoch = {32: 1500.0, 64: 1300.0, 128: 1000.0, 256: 1100.0}
+    observations: list[Observation] = []
+    for n in range(1, 9):
+        t = _trial(http)
+        b = t["batch_size"]
+        assert b == BatchSizeBandit(SPEC, observations).next_batch_size(n)
+        epochs = 3 + n % 2
+        for e in range(1, epochs + 1):
+            assert not _epoch(http, n, e, 0.0, per_epoch[b] * e, 0.5)["stop"]
+        energy = per_epoch[b] * epochs
+        assert _result(http, n, 0.0, energy, True)["epochs"] == epochs
+        observations.append(Observation(b, cost(SPEC, 0.0, energy), True, epochs=epochs))
+    summary = http.get("/jobs/job").json()["bandit"]
+    assert summary == json.loads(json.dumps(BatchSizeBandit(SPEC, observations).summary()))
+    without_epochs = [Observation(o.batch_size, o.cost, True) for o in observations]
+    assert summary != json.loads(json.dumps(BatchSizeBandit(SPEC, without_epochs).summary()))

@@ -91,6 +91,7 @@ def test_a_trial_whose_next_epoch_crosses_the_threshold_stops_before_it(toy):
     with pytest.raises(ZeusConfigError, match="did not reach the target in 3 tries"):
         simulate(toy, policy, seed=0, recurrences=1, max_tries=3)
     assert [o.cost_j for o in policy.outcomes] == [pytest.approx(2100.0)] * 3
+    assert [o.epochs for o in policy.outcomes] == [2, 2, 2]
     assert not any(o.converged for o in policy.outcomes)
 
 

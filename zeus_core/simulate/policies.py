@@ -55,6 +55,7 @@ class TrialOutcome:
         cost_j: Zeus cost of the trial, J.
         converged: Whether it reached the target.
         overhead_j: One-time part of ``cost_j`` (power-limit profiling beyond a normal epoch), J.
+        epochs: Epochs the trial ran.
     """
 
     batch_size: int
@@ -62,6 +63,7 @@ class TrialOutcome:
     cost_j: float
     converged: bool
     overhead_j: float = 0.0
+    epochs: int = 0
 
 
 class Policy(Protocol):
@@ -134,10 +136,14 @@ class ZeusPolicy:
         return Choice(self.bandit.next_batch_size(trial_number), None)
 
     def observe(self, outcome: TrialOutcome) -> None:
-        """Feed the trial's cost to the bandit."""
+        """Feed the trial's cost, overhead and epochs to the bandit."""
         self.bandit.observe(
             Observation(
-                outcome.batch_size, outcome.cost_j, outcome.converged, min(outcome.overhead_j, outcome.cost_j)
+                outcome.batch_size,
+                outcome.cost_j,
+                outcome.converged,
+                min(outcome.overhead_j, outcome.cost_j),
+                outcome.epochs,
             )
         )
 

@@ -36,6 +36,15 @@ Zeus, it is to make the model honest, not to fit a benchmark:
   over all arms (``_SHRINK_PSEUDO_OBS`` pseudo-observations): the spread of a trial's cost comes
   mostly from how many epochs it needs, which varies alike across batch sizes. Zeus uses the raw
   variance of as few as two observations, which is zero when they agree and freezes the arm.
+* A converged trial's cost is its cost per epoch, which the batch size fixes, times the epochs it
+  took to reach the target, which vary from run to run (the seed), alike across neighbouring
+  batch sizes. When trials report their epochs (:attr:`Observation.epochs`), an arm's mean is
+  its cost per epoch times its epochs-to-target shrunk towards the mean over all arms (empirical
+  Bayes: the less the arms' epoch counts differ beyond their run-to-run noise, the more the
+  pooled count weighs, at most ``_MAX_EPOCH_PSEUDO_OBS`` trials' worth, which also count as
+  evidence in the arm's posterior precision). A cheap-per-epoch arm
+  whose single trial drew an unlucky extra epoch is then not written off, and where epochs
+  really depend on the batch size the pooled count weighs next to nothing.
 * One pruning round by default (``num_pruning_rounds=1``), where Zeus runs two. Zeus's Thompson
   sampling needs each arm's own sample variance, so every surviving arm must be tried twice
   before sampling starts; the pooled variance above gives an arm a posterior from its first
@@ -81,6 +90,9 @@ logger = logging.getLogger(__name__)
 _SHRINK_PSEUDO_OBS = 2.0
 # Relative standard deviation of a trial's cost assumed before any arm has two observations.
 _FALLBACK_RELATIVE_STD = 0.25
+# Most trials' worth of weight the pooled epochs-to-target gets in an arm's estimate. Without a
+# cap, arms whose mean epochs happen to agree would be judged by their cost per epoch alone.
+_MAX_EPOCH_PSEUDO_OBS = 10.0
 
 
 class Phase(str, Enum):
@@ -102,12 +114,15 @@ class Observation:
             (``0 <= overhead <= cost``): e.g. the extra cost of profiling power limits in the
             first epoch of a batch size's first trial. The bandit learns the recurring cost
             ``cost - overhead``.
+        epochs: Epochs the trial ran (``>= 0``; 0 = not known). For converged trials the bandit
+            then learns cost per epoch and epochs-to-target apart (see the module docs).
     """
 
     batch_size: int
     cost: float
     converged: bool
     overhead: float = 0.0
+    epochs: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.batch_size, int) or isinstance(self.batch_size, bool) or self.batch_size <= 0:
@@ -131,6 +146,10 @@ class Observation:
         ):
             raise ZeusConfigError(
                 f"Observation: overhead={o!r} must be a number of joules within [0, cost={self.cost}]."
+            )
+        if not isinstance(self.epochs, int) or isinstance(self.epochs, bool) or self.epochs < 0:
+            raise ZeusConfigError(
+                f"Observation: epochs={self.epochs!r} must be a whole number of epochs >= 0 (0 = not known)."
             )
 
     @property
@@ -409,6 +428,8 @@ class BatchSizeBandit:
                 o.recurring_cost if o.converged else max(o.recurring_cost, floor) + retry for o in window
             ]
         rel_var = self._pooled_relative_variance(samples)
+        epochs = {b: self._epochs_to_target(b) for b in self._survivors}
+        pooled_epochs, epoch_weight = self._epoch_prior(epochs)
         spec = self._spec
         prior_prec = 0.0 if spec.prior_std is None else 1.0 / spec.prior_std**2
         prior_mean = spec.prior_mean or 0.0
@@ -422,14 +443,54 @@ class BatchSizeBandit:
             m = sum(xs) / n
             ss = sum((x - m) ** 2 for x in xs)
             noise_var = (ss + _SHRINK_PSEUDO_OBS * rel_var * m * m) / ((n - 1) + _SHRINK_PSEUDO_OBS)
+            weight = 0.0
+            arm_epochs = epochs[b]
+            if arm_epochs is not None and epoch_weight > 0.0:
+                # Cost per epoch × epochs-to-target shrunk towards the pooled count.
+                weight = epoch_weight
+                m = sum(xs) / sum(arm_epochs) * (sum(arm_epochs) + weight * pooled_epochs) / (n + weight)
             if noise_var <= 0.0:
                 out[b] = ArmPosterior(m, 0.0, n, failures[b])
                 continue
-            data_prec = n / noise_var
+            data_prec = (n + weight) / noise_var
             prec = prior_prec + data_prec
             mean = (prior_prec * prior_mean + data_prec * m) / prec
             out[b] = ArmPosterior(mean, math.sqrt(1.0 / prec), n, failures[b])
         return out
+
+    def _epochs_to_target(self, batch_size: int) -> list[int] | None:
+        """Epoch counts of the arm's windowed trials, if all converged and reported epochs."""
+        window = self._window(batch_size)
+        if window and all(o.converged and o.epochs > 0 for o in window):
+            return [o.epochs for o in window]
+        return None
+
+    @staticmethod
+    def _epoch_prior(epochs: dict[int, list[int] | None]) -> tuple[float, float]:
+        """The pooled mean epochs-to-target and its weight in trials (empirical Bayes).
+
+        The weight is the run-to-run variance of epochs within an arm over the variance of the
+        arms' true means (estimated by moments), capped at ``_MAX_EPOCH_PSEUDO_OBS``; it is 0
+        with fewer than two arms to compare.
+        """
+        arms = [e for e in epochs.values() if e is not None]
+        if len(arms) < 2:
+            return math.nan, 0.0
+        counts = [x for e in arms for x in e]
+        pooled = sum(counts) / len(counts)
+        means = [sum(e) / len(e) for e in arms]
+        dof = sum(len(e) - 1 for e in arms)
+        within = (
+            sum((x - m) ** 2 for e, m in zip(arms, means) for x in e) / dof
+            if dof
+            else (_FALLBACK_RELATIVE_STD * pooled) ** 2
+        )
+        grand = sum(means) / len(means)
+        spread = sum((m - grand) ** 2 for m in means) / (len(means) - 1)
+        between = spread - within * sum(1 / len(e) for e in arms) / len(arms)
+        if between * _MAX_EPOCH_PSEUDO_OBS <= within:
+            return pooled, _MAX_EPOCH_PSEUDO_OBS
+        return pooled, within / between
 
     @staticmethod
     def _pooled_relative_variance(samples: dict[int, list[float]]) -> float:

@@ -20,6 +20,8 @@ Rules:
   again returns it (a retry); a different one is a conflict (409). A result for a trial that the
   server already ended (target reached, early stop, max epochs) returns the stored outcome with
   ``recorded = False``: the bandit already used it.
+* **Epochs** of a finished trial, for the bandit's epochs-to-target model, are the last epoch
+  reported; a trial reported without epoch reports counts its epochs as not known.
 * **Expiry**: a running trial with no contact for ``trial_timeout_s`` becomes ``expired``: it
   leaves the pending set and does not feed the bandit (a crashed client says nothing about its
   batch size). If its client reports later, the trial is revived and the report counts.
@@ -497,7 +499,10 @@ class BatchSizeService:
 
 def _observations(trials: Sequence[TrialRow]) -> list[Observation]:
     ended = sorted((t for t in trials if t.status in _ENDED), key=lambda t: t.completion_order or 0)
-    return [Observation(t.batch_size, float(t.cost or 0.0), bool(t.converged)) for t in ended]
+    # ``epochs`` is the last epoch reported through on_epoch_end (0 when none was).
+    return [
+        Observation(t.batch_size, float(t.cost or 0.0), bool(t.converged), epochs=t.epochs or 0) for t in ended
+    ]
 
 
 def _decision(
