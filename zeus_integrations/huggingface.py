@@ -20,6 +20,12 @@ propagates unchanged. Limits: a process killed by a signal it does not handle (S
 SIGTERM) runs no Python code at all; objects that change GPU settings keep their own signal/atexit
 restore for that. Under torch.distributed a failing rank does not wait for the others (no
 collective on a failure path), so a failed multi-process run reports each rank's own totals.
+
+Batch-size optimizer. The Trainer evaluates *after* ``on_epoch_end`` (with
+``eval_strategy="epoch"``), so the callback holds each epoch's figures until ``on_evaluate`` brings
+that epoch's metrics, then reports both and sets ``control.should_training_stop`` when the server
+says stop (the Trainer checks it right after evaluating). With any other evaluation schedule it
+reports at ``on_epoch_end`` with the latest evaluation's metrics.
 """
 
 from __future__ import annotations
@@ -34,7 +40,9 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from zeus_core import distributed
 from zeus_core.callback import TrainingProtocol
 from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.monitor.training import TrainingTracker, check_tracker_args
+from zeus_core.monitor.training import TrainingTracker, check_tracker_args, metric_key
+from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
+from zeus_core.optimizer.batch_size.trial_reporter import trial_reporter
 
 try:
     from transformers.trainer_callback import ExportableState, TrainerCallback, TrainerControl, TrainerState
@@ -102,9 +110,17 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState):
             ``None``: one is built for this process's GPUs at ``on_train_begin`` and closed at the end.
         log_every_n_steps: Also measure and log every N-th optimizer step (``None``: no step entries).
         include_validation: Count evaluation time inside the training and epoch windows.
+        batch_size_optimizer: A :class:`~zeus_core.BatchSizeOptimizer` whose trial chose this run's
+            batch size (``bso.get_batch_size()`` before building the Trainer). Every epoch is
+            reported with the metric ``metric_name``; when the server says stop (target reached,
+            cost past ``beta_knob`` × the best trial, the job's ``max_epochs``) training stops, and
+            its end reports the trial's result (a failed ``train()`` abandons the trial).
+        metric_name: The evaluation metric the job's target is for, as the Trainer names it
+            (e.g. ``"eval_accuracy"``); required with ``batch_size_optimizer``.
 
     Raises:
-        ZeusConfigError: ``optimizer`` does not implement the protocol, or ``log_every_n_steps`` < 1.
+        ZeusConfigError: ``optimizer`` does not implement the protocol, ``log_every_n_steps`` < 1,
+            or ``batch_size_optimizer`` comes without ``metric_name`` (or the reverse).
 
     Example:
         >>> from transformers import Trainer, TrainingArguments  # doctest: +SKIP
@@ -122,8 +138,11 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState):
         monitor: ZeusMonitor | None = None,
         log_every_n_steps: int | None = None,
         include_validation: bool = False,
+        batch_size_optimizer: BatchSizeOptimizer | None = None,
+        metric_name: str | None = None,
     ) -> None:
         optimizers = check_tracker_args("ZeusTrainerCallback", optimizer, log_every_n_steps)
+        self.trial_reporter = trial_reporter("ZeusTrainerCallback", batch_size_optimizer, metric_name)
         self.monitor = monitor
         self.optimizers: list[TrainingProtocol] = optimizers
         self.log_every_n_steps = log_every_n_steps
@@ -138,6 +157,8 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState):
         self._publishing = False
         self._pending: dict[str, float] = {}  # metrics for the next log when no trainer is bound
         self._snapshot: dict[str, Any] | None = None  # all ranks' states at the last save point
+        self._unreported_epoch: dict[str, float] | None = None  # waiting for its evaluation
+        self._last_eval: dict[str, Any] = {}  # metrics of the latest evaluation
         self._resume_state: dict[str, Any] | None = None  # set by Transformers when it rebuilds us
 
     # -- binding to a trainer ------------------------------------------------------------------
@@ -238,7 +259,10 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState):
         saved = self._saved_state(state)
         if saved is not None and state.global_step > 0:
             self._load(saved)
+        self._unreported_epoch, self._last_eval = None, {}
         try:
+            if self.trial_reporter is not None:
+                self.trial_reporter.start()
             self._tracker.on_train_begin()
         except BaseException:
             self._close()
@@ -286,6 +310,10 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState):
         if tracker.epoch_metrics:
             self.epoch_history.append(dict(tracker.epoch_metrics))
             self._publish(tracker.epoch_metrics, control)
+            if self.trial_reporter is not None:
+                self._unreported_epoch = dict(tracker.epoch_metrics)
+                if not control.should_evaluate:  # no evaluation follows: report with the latest one
+                    self._report_epoch(control)
         self._before_log_save_evaluate(control)
 
     @override
@@ -300,9 +328,18 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState):
 
     @override
     def on_evaluate(
-        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        metrics: dict[str, float] | None = None,
+        **kwargs: Any,
     ) -> None:
         self._resume_after_evaluation()
+        if metrics is not None:
+            self._last_eval = dict(metrics)
+        if self._training and self._unreported_epoch is not None:
+            self._report_epoch(control)
 
     @override
     def on_log(
@@ -442,15 +479,27 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState):
             for c, should_log in flags:  # our entry must not cancel a log the Trainer is about to write
                 c.should_log = should_log
 
+    def _report_epoch(self, control: TrainerControl) -> None:
+        """Report the held epoch with the latest evaluation's metrics; stop if the server says so."""
+        epoch, self._unreported_epoch = self._unreported_epoch, None
+        if epoch is None or self.trial_reporter is None:
+            return
+        time_s, energy_j = epoch[metric_key("time", "epoch")], epoch[metric_key("energy", "epoch")]
+        if self.trial_reporter.epoch_end(time_s, energy_j, self._last_eval):
+            control.should_training_stop = True
+
     def _finish(self) -> dict[str, float]:
         """End the measurement normally; returns the totals."""
         self._training = False
         self._paused_for_eval = False
         try:
+            self._report_epoch(TrainerControl())  # an epoch whose evaluation never came
             self._tracker.on_train_end()  # type: ignore[union-attr]
         finally:
             self._close()
         self.train_metrics = dict(self._tracker.train_metrics)  # type: ignore[union-attr]
+        if self.trial_reporter is not None:
+            self.trial_reporter.end(failed=False)
         return self.train_metrics
 
     def _abort(self) -> None:
@@ -469,6 +518,12 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState):
             logger.exception("ZeusTrainerCallback: on_train_end failed while handling a training failure.")
         finally:
             self._close()
+            self._unreported_epoch = None
+            if self.trial_reporter is not None:
+                try:
+                    self.trial_reporter.end(failed=True)
+                except Exception:
+                    logger.exception("ZeusTrainerCallback: could not abandon the batch-size trial.")
 
     def _close(self) -> None:
         if self._own_monitor is not None:

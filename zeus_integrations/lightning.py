@@ -14,6 +14,9 @@ How Lightning's hooks map onto the protocol:
 * ``on_train_end``: ``on_train_end``, or ``on_exception`` when the fit fails (exactly once).
 * Validation (``on_validation_start`` … ``on_validation_end``) pauses the training windows unless
   ``include_validation=True``.
+* With a batch-size optimizer, each ``on_train_epoch_end`` (which Lightning calls after that
+  epoch's validation) reports the epoch and the validation metric, and sets
+  ``trainer.should_stop`` when the server says stop; the fit's end reports the trial's result.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from zeus_core.callback import TrainingProtocol
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.monitor.training import TrainingTracker, check_tracker_args, metric_key
+from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
+from zeus_core.optimizer.batch_size.trial_reporter import trial_reporter
 
 __all__ = ["ZeusCallback"]
 
@@ -73,6 +78,14 @@ class ZeusCallback(Callback):
     With ``strategy="ddp_spawn"`` the hooks run in the spawned processes, so the callback object
     of the launching process keeps no results: read the logged metrics there instead.
 
+    Batch-size optimization for recurring jobs: pass the client whose trial chose the batch size
+    (``batch_size = bso.get_batch_size()`` before building the data loader) and the name of the
+    validation metric its job's target is for. After every training epoch the callback reports
+    the trial's time, energy and that metric to the server, and stops the fit
+    (``trainer.should_stop``) when the server says so: target reached, cost past ``beta_knob`` ×
+    the best trial, or the job's ``max_epochs``. When the fit ends it reports the result
+    (converged when the last metric reached the target); a failed fit abandons the trial.
+
     Args:
         optimizer: A training-protocol object (e.g.
             :class:`~zeus_core.optimizer.power_limit.GlobalPowerLimitOptimizer`) or a sequence of
@@ -81,10 +94,15 @@ class ZeusCallback(Callback):
         log_every_n_steps: Also measure and log every N-th optimizer step (``None``: never).
         include_validation: Count validation time and energy in the training windows.
         prog_bar: Show ``energy/epoch_j`` and ``power/avg_w`` in the progress bar.
+        batch_size_optimizer: A :class:`~zeus_core.BatchSizeOptimizer` with a trial started,
+            to report every epoch to (``None``: none).
+        metric_name: The logged validation metric the job's target is for (e.g. ``"val_acc"``);
+            required with ``batch_size_optimizer``.
 
     Raises:
-        ZeusConfigError: ``log_every_n_steps`` is not positive, or ``optimizer`` does not
-            implement the training protocol.
+        ZeusConfigError: ``log_every_n_steps`` is not positive, ``optimizer`` does not
+            implement the training protocol, or ``batch_size_optimizer`` comes without
+            ``metric_name`` (or the reverse).
 
     Example:
         >>> import lightning.pytorch as pl
@@ -104,8 +122,11 @@ class ZeusCallback(Callback):
         log_every_n_steps: int | None = None,
         include_validation: bool = False,
         prog_bar: bool = True,
+        batch_size_optimizer: BatchSizeOptimizer | None = None,
+        metric_name: str | None = None,
     ) -> None:
         optimizers = check_tracker_args("ZeusCallback", optimizer, log_every_n_steps)
+        self.trial_reporter = trial_reporter("ZeusCallback", batch_size_optimizer, metric_name)
         self.optimizers = optimizers
         self.monitor = monitor
         self.log_every_n_steps = log_every_n_steps
@@ -156,6 +177,8 @@ class ZeusCallback(Callback):
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         tracker = self._require_tracker()
+        if self.trial_reporter is not None:
+            self.trial_reporter.start()
         self.epoch_history = []
         self.train_metrics = {}
         self._step_open = False
@@ -197,6 +220,10 @@ class ZeusCallback(Callback):
             # Every rank holds the same job-wide value; "max" keeps it exact and silences the DDP warning.
             pl_module.log(key, value, on_step=False, on_epoch=True, sync_dist=True, reduce_fx="max",
                           batch_size=1, prog_bar=self.prog_bar and key in _PROG_BAR_KEYS)
+        if self.trial_reporter is not None and self.trial_reporter.epoch_end(
+            metrics[metric_key("time", "epoch")], metrics[metric_key("energy", "epoch")], trainer.callback_metrics
+        ):
+            trainer.should_stop = True
 
     @override
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -266,6 +293,8 @@ class ZeusCallback(Callback):
             # After a failure other ranks may never get here: no collectives then.
             tracker.on_train_end(failed=failed)
         finally:
+            if self.trial_reporter is not None:
+                self.trial_reporter.end(failed=failed)
             self.train_metrics = dict(tracker.train_metrics)
             if self.train_metrics:
                 for lg in trainer.loggers:
