@@ -262,17 +262,27 @@ def test_bandit_over_http_matches_the_bandit_rebuilt_locally(http: httpx.Client)
     costs = {32: 9000.0, 64: 5000.0, 128: 4000.0, 256: 4500.0}
     observations: list[Observation] = []
     for n in range(1, 13):
-        t = _trial(http)
-        b = t["batch_size"]
-        assert t["trial_number"] == n
-        assert b == BatchSizeBandit(SPEC, observations).next_batch_size(n)
+        b = _trial_as_the_local_bandit_chooses(http, n, observations)
         energy = costs[b] * (1 + 0.01 * n)  # time 0: cost = eta × energy
         converged = b != 32
         _result(http, n, 0.0, energy, converged)
         observations.append(Observation(b, cost(SPEC, 0.0, energy), converged))
+    assert _summary_of_the_local_bandit(http, observations)["phase"] == "thompson"
+
+
+def _trial_as_the_local_bandit_chooses(http: httpx.Client, n: int, observations: list[Observation]) -> int:
+    """Start trial ``n``; its batch size must be the local bandit's choice for the same history."""
+    t = _trial(http)
+    assert t["trial_number"] == n
+    assert t["batch_size"] == BatchSizeBandit(SPEC, observations).next_batch_size(n)
+    return t["batch_size"]
+
+
+def _summary_of_the_local_bandit(http: httpx.Client, observations: list[Observation]) -> dict[str, Any]:
+    """The server's bandit summary, checked equal to the local bandit's for the same history."""
     summary = http.get("/jobs/job").json()["bandit"]
     assert summary == json.loads(json.dumps(BatchSizeBandit(SPEC, observations).summary()))
-    assert summary["phase"] == "thompson"
+    return summary
 
 
 def test_epochs_reported_per_epoch_reach_the_bandit(http: httpx.Client) -> None:
@@ -281,16 +291,13 @@ def test_epochs_reported_per_epoch_reach_the_bandit(http: httpx.Client) -> None:
     per_epoch = {32: 1500.0, 64: 1300.0, 128: 1000.0, 256: 1100.0}
     observations: list[Observation] = []
     for n in range(1, 9):
-        t = _trial(http)
-        b = t["batch_size"]
-        assert b == BatchSizeBandit(SPEC, observations).next_batch_size(n)
+        b = _trial_as_the_local_bandit_chooses(http, n, observations)
         epochs = 3 + n % 2
         for e in range(1, epochs + 1):
             assert not _epoch(http, n, e, 0.0, per_epoch[b] * e, 0.5)["stop"]
         energy = per_epoch[b] * epochs
         assert _result(http, n, 0.0, energy, True)["epochs"] == epochs
         observations.append(Observation(b, cost(SPEC, 0.0, energy), True, epochs=epochs))
-    summary = http.get("/jobs/job").json()["bandit"]
-    assert summary == json.loads(json.dumps(BatchSizeBandit(SPEC, observations).summary()))
+    summary = _summary_of_the_local_bandit(http, observations)
     without_epochs = [Observation(o.batch_size, o.cost, True) for o in observations]
     assert summary != json.loads(json.dumps(BatchSizeBandit(SPEC, without_epochs).summary()))
