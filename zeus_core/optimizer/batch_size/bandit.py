@@ -419,6 +419,7 @@ class BatchSizeBandit:
         best = self._best_converged_cost()
         samples: dict[int, list[float]] = {}
         failures: dict[int, int] = {}
+        epochs: dict[int, list[int] | None] = {}
         retry = best or 0.0
         floor = 0.0 if best is None or self._spec.beta_knob is None else self._spec.beta_knob * best
         for b in self._survivors:
@@ -427,8 +428,8 @@ class BatchSizeBandit:
             samples[b] = [
                 o.recurring_cost if o.converged else max(o.recurring_cost, floor) + retry for o in window
             ]
+            epochs[b] = _epochs_to_target(window)
         rel_var = self._pooled_relative_variance(samples)
-        epochs = {b: self._epochs_to_target(b) for b in self._survivors}
         pooled_epochs, epoch_weight = self._epoch_prior(epochs)
         spec = self._spec
         prior_prec = 0.0 if spec.prior_std is None else 1.0 / spec.prior_std**2
@@ -457,13 +458,6 @@ class BatchSizeBandit:
             mean = (prior_prec * prior_mean + data_prec * m) / prec
             out[b] = ArmPosterior(mean, math.sqrt(1.0 / prec), n, failures[b])
         return out
-
-    def _epochs_to_target(self, batch_size: int) -> list[int] | None:
-        """Epoch counts of the arm's windowed trials, if all converged and reported epochs."""
-        window = self._window(batch_size)
-        if window and all(o.converged and o.epochs > 0 for o in window):
-            return [o.epochs for o in window]
-        return None
 
     @staticmethod
     def _epoch_prior(epochs: dict[int, list[int] | None]) -> tuple[float, float]:
@@ -568,6 +562,13 @@ class BatchSizeBandit:
             "early_stop_threshold": _json_float(self.early_stop_threshold()),
             "per_arm": per_arm,
         }
+
+
+def _epochs_to_target(window: list[Observation]) -> list[int] | None:
+    """Epoch counts of an arm's windowed trials, if all converged and reported epochs."""
+    if window and all(o.converged and o.epochs > 0 for o in window):
+        return [o.epochs for o in window]
+    return None
 
 
 def _json_float(value: float | None) -> float | None:

@@ -61,7 +61,6 @@ class TrialReporter:
         self.time_s = 0.0
         self.energy_j = 0.0
         self.last_metric: float | None = None
-        self.stopped = False
         self._active = False
         self._missing_warned = False
 
@@ -77,7 +76,7 @@ class TrialReporter:
                 "batch_size = bso.get_batch_size() before training and build the data loader with it."
             )
         self.epochs, self.time_s, self.energy_j = 0, 0.0, 0.0
-        self.last_metric, self.stopped, self._active = None, False, True
+        self.last_metric, self._active = None, True
 
     def epoch_end(self, time_s: float, energy_j: float, metrics: Mapping[str, Any]) -> bool:
         """Report an epoch; ``True`` means stop training now.
@@ -110,9 +109,7 @@ class TrialReporter:
             )
         if value is not None:
             self.last_metric = value
-        stop = self.optimizer.on_epoch_end(self.epochs, self.time_s, self.energy_j, value)
-        self.stopped = self.stopped or stop
-        return stop
+        return self.optimizer.on_epoch_end(self.epochs, self.time_s, self.energy_j, value)
 
     def end(self, failed: bool) -> None:
         """Training ended: report the trial's result, or abandon the trial after a failure.
