@@ -136,13 +136,24 @@ def _print(results: list[Result], runs: int, pairs: int) -> None:
     title = f"begin_window + end_window pair, fake NVML (instant), median of {runs} x {pairs:,} pairs"
     table = Table(title=title)
     columns = (
-        "GPUs", "library", "µs / pair", "NVML calls / pair", "NVML cost (µs)", "overhead beyond NVML (µs)"
+        "GPUs",
+        "library",
+        "µs / pair",
+        "NVML calls / pair",
+        "NVML cost (µs)",
+        "overhead beyond NVML (µs)",
     )
     for col in columns:
         table.add_column(col, justify="right" if col != "library" else "left")
     for r in sorted(results, key=lambda r: (r.gpus, r.library)):
-        table.add_row(str(r.gpus), r.library, f"{r.us_per_pair:.2f}", f"{r.calls_per_pair:g}",
-                      f"{r.nvml_us:.2f}", f"{r.overhead_us:.2f}")
+        table.add_row(
+            str(r.gpus),
+            r.library,
+            f"{r.us_per_pair:.2f}",
+            f"{r.calls_per_pair:g}",
+            f"{r.nvml_us:.2f}",
+            f"{r.overhead_us:.2f}",
+        )
     Console(width=120).print(table)
 
 
@@ -157,10 +168,12 @@ def _verdict(results: list[Result]) -> int:
         ratio = ours.overhead_us / theirs.overhead_us
         hit = ratio <= 0.5 and ours.calls_per_pair <= theirs.calls_per_pair
         ok &= hit
-        print(f"{n} GPU(s): Zeus Suite overhead is {ratio:.0%} of zeus's "
-              f"({ours.overhead_us:.2f} vs {theirs.overhead_us:.2f} µs), NVML calls "
-              f"{ours.calls_per_pair:g} vs {theirs.calls_per_pair:g} -> "
-              f"{'target met' if hit else 'TARGET MISSED'}")
+        print(
+            f"{n} GPU(s): Zeus Suite overhead is {ratio:.0%} of zeus's "
+            f"({ours.overhead_us:.2f} vs {theirs.overhead_us:.2f} µs), NVML calls "
+            f"{ours.calls_per_pair:g} vs {theirs.calls_per_pair:g} -> "
+            f"{'target met' if hit else 'TARGET MISSED'}"
+        )
     return 0 if ok else 1
 
 

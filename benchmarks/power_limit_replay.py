@@ -126,8 +126,9 @@ def _truth(behaviors: Sequence[MeasuredProfile], limit: float) -> tuple[float, f
     return step_time, sum(p for _, p in points) * step_time
 
 
-def _excess(selector: OptimumSelector, truth: dict[float, tuple[float, float]], chosen: float,
-            optimal: float) -> float:
+def _excess(
+    selector: OptimumSelector, truth: dict[float, tuple[float, float]], chosen: float, optimal: float
+) -> float:
     """Relative excess of ``chosen`` over ``optimal`` by the noise-free profile (see :class:`Run`)."""
     if chosen == optimal:
         return 0.0
@@ -142,11 +143,19 @@ def _excess(selector: OptimumSelector, truth: dict[float, tuple[float, float]], 
     return cost[chosen] / cost[optimal] - 1
 
 
-def _drive(path: Path, selector: OptimumSelector, early: EarlyStopping | None, noise: float,
-           seed: int, min_sample_s: float = MIN_SAMPLE_S) -> tuple[float, dict[float, int]]:
+def _drive(
+    path: Path,
+    selector: OptimumSelector,
+    early: EarlyStopping | None,
+    noise: float,
+    seed: int,
+    min_sample_s: float = MIN_SAMPLE_S,
+) -> tuple[float, dict[float, int]]:
     clock = VirtualClock()
-    gpus = [SimulatedGPU(b, index=i, clock=clock, noise=noise, seed=seed * 1000 + i)
-            for i, b in enumerate(_behaviors(path))]
+    gpus = [
+        SimulatedGPU(b, index=i, clock=clock, noise=noise, seed=seed * 1000 + i)
+        for i, b in enumerate(_behaviors(path))
+    ]
     monitor = ZeusMonitor(gpus=gpus, cpu_indices=[])
     plo = GlobalPowerLimitOptimizer(monitor, selector, early_stopping=early, min_sample_s=min_sample_s)
     steps_at: dict[float, int] = {}
@@ -171,8 +180,9 @@ def _drive(path: Path, selector: OptimumSelector, early: EarlyStopping | None, n
     return chosen, steps_at
 
 
-def run_case(path: Path, label: str, noise: float = 0.03, seed: int = 0,
-             min_sample_s: float = MIN_SAMPLE_S) -> Case:
+def run_case(
+    path: Path, label: str, noise: float = 0.03, seed: int = 0, min_sample_s: float = MIN_SAMPLE_S
+) -> Case:
     """Run both sweeps for one profile and one selector (see :data:`SELECTORS`)."""
     behaviors = _behaviors(path)
     selector = SELECTORS[label]()
@@ -190,13 +200,15 @@ def run_case(path: Path, label: str, noise: float = 0.03, seed: int = 0,
         extra_t = sum(n * (_truth(behaviors, w)[0] - opt_t) for w, n in steps_at.items())
         profiled = len([w for w in steps_at if w in truth]) if early is None else len(steps_at)
         excess = _excess(selector, truth, chosen, optimal)
-        runs.append(Run(chosen, excess <= TOLERANCE, sum(steps_at.values()), profiled, extra_e, extra_t,
-                        excess))
+        runs.append(
+            Run(chosen, excess <= TOLERANCE, sum(steps_at.values()), profiled, extra_e, extra_t, excess)
+        )
     return Case(path.name.removesuffix(".csv"), label, optimal, runs[0], runs[1])
 
 
-def run_all(noise: float = 0.03, seed: int = 0, data: Path = DATA,
-            min_sample_s: float = MIN_SAMPLE_S) -> list[Case]:
+def run_all(
+    noise: float = 0.03, seed: int = 0, data: Path = DATA, min_sample_s: float = MIN_SAMPLE_S
+) -> list[Case]:
     """Every profile × every selector."""
     return [run_case(p, label, noise, seed, min_sample_s) for p in profile_files(data) for label in SELECTORS]
 
@@ -223,19 +235,25 @@ def summarize(cases: Sequence[Case]) -> dict[str, float]:
 
 def _table(cases: Sequence[Case]) -> str:
     cols = f"{'steps':>5} {'extra J':>8} {'extra s':>7}"
-    head = (f"{'profile':<27} {'selector':<17} {'opt W':>5} | {'Zeus sweep: W':>13} {cols} | "
-            f"{'early stop: W':>13} {cols}")
+    head = (
+        f"{'profile':<27} {'selector':<17} {'opt W':>5} | {'Zeus sweep: W':>13} {cols} | "
+        f"{'early stop: W':>13} {cols}"
+    )
     lines = [head, "-" * len(head)]
     for c in cases:
+
         def cell(r: Run) -> str:
             mark = "" if r.ok else " ✗"
             return f"{r.chosen_w:>11g}{mark:<2} {r.steps:>5} {r.extra_energy_j:>8.0f} {r.extra_time_s:>7.1f}"
+
         lines.append(f"{c.profile:<27} {c.selector:<17} {c.optimal_w:>5g} | {cell(c.zeus)} | {cell(c.early)}")
     s = summarize(cases)
     lines.append("-" * len(head))
-    lines.append(f"{'total':<51} | {'':>13} {s['zeus_steps']:>5} {s['zeus_extra_energy_j']:>8.0f} "
-                 f"{s['zeus_extra_time_s']:>7.1f} | {'':>13} {s['early_steps']:>5} "
-                 f"{s['early_extra_energy_j']:>8.0f} {s['early_extra_time_s']:>7.1f}")
+    lines.append(
+        f"{'total':<51} | {'':>13} {s['zeus_steps']:>5} {s['zeus_extra_energy_j']:>8.0f} "
+        f"{s['zeus_extra_time_s']:>7.1f} | {'':>13} {s['early_steps']:>5} "
+        f"{s['early_extra_energy_j']:>8.0f} {s['early_extra_time_s']:>7.1f}"
+    )
     return "\n".join(lines)
 
 
@@ -247,8 +265,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the table's run (default 0)")
     parser.add_argument("--seeds", type=int, default=10, help="seeds in the robustness summary (default 10)")
     parser.add_argument("--data", type=Path, default=DATA, help="folder of Zeus profile CSVs")
-    parser.add_argument("--min-sample-s", type=float, default=MIN_SAMPLE_S,
-                        help=f"shortest energy-counter sample, s (default {MIN_SAMPLE_S}; 0: one per step)")
+    parser.add_argument(
+        "--min-sample-s",
+        type=float,
+        default=MIN_SAMPLE_S,
+        help=f"shortest energy-counter sample, s (default {MIN_SAMPLE_S}; 0: one per step)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     if not profile_files(args.data):
@@ -257,25 +279,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = time.perf_counter()
     cases = run_all(args.noise, args.seed, args.data, args.min_sample_s)
     s = summarize(cases)
-    print(f"Power-limit replay: simulated A40 GPUs, noise {args.noise:.0%} per step, seed {args.seed} "
-          "(✗ = not within 1 % of the optimum's cost)\n")
+    print(
+        f"Power-limit replay: simulated A40 GPUs, noise {args.noise:.0%} per step, seed {args.seed} "
+        "(✗ = not within 1 % of the optimum's cost)\n"
+    )
     print(_table(cases))
-    print(f"\nExtra profiling energy, early stop / Zeus sweep: {s['energy_ratio']:.1%} "
-          f"({s['early_extra_energy_j']:.0f} J / {s['zeus_extra_energy_j']:.0f} J); extra time "
-          f"{s['early_extra_time_s']:.0f} s / {s['zeus_extra_time_s']:.0f} s; profiling steps "
-          f"{s['early_steps']} / {s['zeus_steps']}.")
-    print(f"Within 1 % of the optimum: early stop {s['early_ok']}/{s['cases']} (worst "
-          f"{s['early_worst_excess']:.2%} off), Zeus sweep {s['zeus_ok']}/{s['cases']} (worst "
-          f"{s['zeus_worst_excess']:.2%} off).")
+    print(
+        f"\nExtra profiling energy, early stop / Zeus sweep: {s['energy_ratio']:.1%} "
+        f"({s['early_extra_energy_j']:.0f} J / {s['zeus_extra_energy_j']:.0f} J); extra time "
+        f"{s['early_extra_time_s']:.0f} s / {s['zeus_extra_time_s']:.0f} s; profiling steps "
+        f"{s['early_steps']} / {s['zeus_steps']}."
+    )
+    print(
+        f"Within 1 % of the optimum: early stop {s['early_ok']}/{s['cases']} (worst "
+        f"{s['early_worst_excess']:.2%} off), Zeus sweep {s['zeus_ok']}/{s['cases']} (worst "
+        f"{s['zeus_worst_excess']:.2%} off)."
+    )
     if not args.quick:
         print(f"\nRobustness over seeds 0–{args.seeds - 1}:")
         print(f"{'seed':>4} {'energy ratio':>12} {'early ok':>8} {'worst':>6} {'zeus ok':>7} {'worst':>6}")
         for seed in range(args.seeds):
-            s = summarize(cases if seed == args.seed
-                          else run_all(args.noise, seed, args.data, args.min_sample_s))
-            print(f"{seed:>4} {s['energy_ratio']:>12.1%} {s['early_ok']:>5}/{s['cases']} "
-                  f"{s['early_worst_excess']:>6.2%} {s['zeus_ok']:>4}/{s['cases']} "
-                  f"{s['zeus_worst_excess']:>6.2%}")
+            s = summarize(
+                cases if seed == args.seed else run_all(args.noise, seed, args.data, args.min_sample_s)
+            )
+            print(
+                f"{seed:>4} {s['energy_ratio']:>12.1%} {s['early_ok']:>5}/{s['cases']} "
+                f"{s['early_worst_excess']:>6.2%} {s['zeus_ok']:>4}/{s['cases']} "
+                f"{s['zeus_worst_excess']:>6.2%}"
+            )
     print(f"\n({time.perf_counter() - start:.1f} s)")
     return 0
 

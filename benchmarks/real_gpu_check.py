@@ -54,11 +54,18 @@ def section_devices(results: dict) -> list:
             control = "yes"
         except ZeusError as e:
             control = f"no ({e})"
-        rows.append({
-            "gpu": g.describe(), "uuid": g.uuid, "limits_w": [c.min_w, c.max_w, c.default_w],
-            "current_limit_w": g.get_power_limit(), "energy_counter": g.has_energy_counter,
-            "sm_clocks": len(g.supported_sm_frequencies()), "control": control, "power_now_w": g.get_power(),
-        })
+        rows.append(
+            {
+                "gpu": g.describe(),
+                "uuid": g.uuid,
+                "limits_w": [c.min_w, c.max_w, c.default_w],
+                "current_limit_w": g.get_power_limit(),
+                "energy_counter": g.has_energy_counter,
+                "sm_clocks": len(g.supported_sm_frequencies()),
+                "control": control,
+                "power_now_w": g.get_power(),
+            }
+        )
         print(f"[1] {rows[-1]}")
     results["devices"] = rows
     return gpus
@@ -92,8 +99,11 @@ def section_nvml(gpu, results: dict) -> None:
             changes.append(time.perf_counter())
             last = value
     gaps = [b - a for a, b in zip(changes, changes[1:])]
-    out = {"latency_us": latency, "counter_changes_in_2s": len(changes),
-           "counter_update_period_ms_median": 1e3 * statistics.median(gaps) if gaps else None}
+    out = {
+        "latency_us": latency,
+        "counter_changes_in_2s": len(changes),
+        "counter_update_period_ms_median": 1e3 * statistics.median(gaps) if gaps else None,
+    }
     print(f"[0] NVML: {out}")
     results["nvml"] = out
 
@@ -111,9 +121,14 @@ def section_accuracy(gpu, results: dict) -> None:
         estimated = pm.get_energy(t1 - m.time, t1)[gpu.index]
     counter = m.gpu_energy[gpu.index]
     tflops = 2 * N**3 * count / m.time / 1e12
-    out = {"seconds": m.time, "counter_j": counter, "sampled_power_j": estimated,
-           "difference_pct": 100 * (estimated - counter) / counter, "avg_power_w": counter / m.time,
-           "tflops": tflops}
+    out = {
+        "seconds": m.time,
+        "counter_j": counter,
+        "sampled_power_j": estimated,
+        "difference_pct": 100 * (estimated - counter) / counter,
+        "avg_power_w": counter / m.time,
+        "tflops": tflops,
+    }
     print(f"[2] counter vs sampled power: {out}")
     results["accuracy"] = out
 
@@ -145,8 +160,14 @@ def section_power_limits(gpu, results: dict) -> None:
             count = matmul_loop(4.0)
             m = monitor.end_window("pl")
             tflop = 2 * N**3 * count / 1e12
-            rows.append({"limit_w": limit, "tflops": tflop / m.time, "avg_power_w": m.gpu_total_energy / m.time,
-                         "j_per_tflop": m.gpu_total_energy / tflop})
+            rows.append(
+                {
+                    "limit_w": limit,
+                    "tflops": tflop / m.time,
+                    "avg_power_w": m.gpu_total_energy / m.time,
+                    "j_per_tflop": m.gpu_total_energy / tflop,
+                }
+            )
             print(f"[4] {rows[-1]}")
     finally:
         gpu.set_power_limit(original)
@@ -163,8 +184,9 @@ def section_optimizer(gpu, results: dict) -> None:
     monitor = ZeusMonitor(gpus=[gpu], cpu_indices=[])
     original = gpu.get_power_limit()
     # Steps here take ~10 ms: profile hundreds of them per limit, read the counter every 0.5 s.
-    plo = GlobalPowerLimitOptimizer(monitor, MaxSlowdownConstraint(1.1), warmup_steps=20, profile_steps=300,
-                                    pl_step=50, min_sample_s=0.5)
+    plo = GlobalPowerLimitOptimizer(
+        monitor, MaxSlowdownConstraint(1.1), warmup_steps=20, profile_steps=300, pl_step=50, min_sample_s=0.5
+    )
     steps = 0
     t0 = time.time()
     plo.on_train_begin()
@@ -188,20 +210,32 @@ def section_optimizer(gpu, results: dict) -> None:
         plo.on_train_end()
     restored = gpu.get_power_limit()
     profile = [
-        {"limit_w": m.power_limit_w, "steps": m.steps, "time_per_step_s": m.time_per_step_s,
-         "energy_per_step_j": m.energy_per_step_j}
+        {
+            "limit_w": m.power_limit_w,
+            "steps": m.steps,
+            "time_per_step_s": m.time_per_step_s,
+            "energy_per_step_j": m.energy_per_step_j,
+        }
         for m in plo.measurements
     ]
-    out = {"chosen_limit_w": chosen, "applied_w": applied, "restored_w": restored, "original_w": original,
-           "steps_until_decision": steps, "wall_s": time.time() - t0, "profile": profile}
+    out = {
+        "chosen_limit_w": chosen,
+        "applied_w": applied,
+        "restored_w": restored,
+        "original_w": original,
+        "steps_until_decision": steps,
+        "wall_s": time.time() - t0,
+        "profile": profile,
+    }
     print(f"[5] GlobalPowerLimitOptimizer: {json.dumps(out, indent=1)}")
     results["optimizer"] = out
 
 
 def section_clocks(gpu, results: dict) -> None:
     freqs = gpu.supported_sm_frequencies()
-    picks = sorted({freqs[0], freqs[len(freqs) // 4], freqs[len(freqs) // 2], freqs[(3 * len(freqs)) // 4]},
-                   reverse=True)
+    picks = sorted(
+        {freqs[0], freqs[len(freqs) // 4], freqs[len(freqs) // 2], freqs[(3 * len(freqs)) // 4]}, reverse=True
+    )
     rows = []
     try:
         for f in picks:
@@ -211,8 +245,14 @@ def section_clocks(gpu, results: dict) -> None:
             monitor.begin_window("f")
             count = matmul_loop(3.0)
             m = monitor.end_window("f")
-            rows.append({"sm_mhz": f, "ms_per_matmul": 1e3 * m.time / count,
-                         "j_per_matmul": m.gpu_total_energy / count, "avg_power_w": m.gpu_total_energy / m.time})
+            rows.append(
+                {
+                    "sm_mhz": f,
+                    "ms_per_matmul": 1e3 * m.time / count,
+                    "j_per_matmul": m.gpu_total_energy / count,
+                    "avg_power_w": m.gpu_total_energy / m.time,
+                }
+            )
             print(f"[6] {rows[-1]}")
     finally:
         gpu.reset_locked_sm_frequency()

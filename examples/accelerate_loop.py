@@ -29,15 +29,19 @@ __all__ = ["main"]
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--epochs", type=int, default=3, help="epochs (default 3)")
-    parser.add_argument("--batches", type=int, default=40,
-                        help="micro-batches per epoch and process (default 40)")
-    parser.add_argument("--grad-accum", type=int, default=2,
-                        help="micro-batches per optimizer step (default 2)")
+    parser.add_argument(
+        "--batches", type=int, default=40, help="micro-batches per epoch and process (default 40)"
+    )
+    parser.add_argument(
+        "--grad-accum", type=int, default=2, help="micro-batches per optimizer step (default 2)"
+    )
     parser.add_argument("--optimize", action="store_true", help="drive the GlobalPowerLimitOptimizer too")
-    parser.add_argument("--simulate", action="store_true",
-                        help="use a simulated A40 even if a GPU is present")
-    parser.add_argument("--tiny", action="store_true",
-                        help="a seconds-long run for tests (2 epochs, 8 batches)")
+    parser.add_argument(
+        "--simulate", action="store_true", help="use a simulated A40 even if a GPU is present"
+    )
+    parser.add_argument(
+        "--tiny", action="store_true", help="a seconds-long run for tests (2 epochs, 8 batches)"
+    )
     args = parser.parse_args(argv)
     if args.tiny:
         args.epochs, args.batches = min(args.epochs, 2), 8
@@ -75,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     data = DataLoader(TensorDataset(x, y), batch_size=16, shuffle=True, generator=g)
     model = torch.nn.Sequential(torch.nn.Linear(32, 128), torch.nn.ReLU(), torch.nn.Linear(128, 1))
     if sim_gpu is not None:
+
         def simulated_gpu_work(*_: Any) -> None:  # one unit of simulated GPU work per forward pass
             sim_gpu.run_steps(1)
 
@@ -86,9 +91,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.optimize:
         from zeus_core.optimizer.power_limit import GlobalPowerLimitOptimizer
 
-        plo = GlobalPowerLimitOptimizer(monitor if monitor is not None else ZeusMonitor(
-            gpu_indices=[accelerator.device.index or 0], cpu_indices=[]),
-            wait_steps=1, warmup_steps=1, profile_steps=3 if args.tiny else 5)
+        plo = GlobalPowerLimitOptimizer(
+            monitor
+            if monitor is not None
+            else ZeusMonitor(gpu_indices=[accelerator.device.index or 0], cpu_indices=[]),
+            wait_steps=1,
+            warmup_steps=1,
+            profile_steps=3 if args.tiny else 5,
+        )
 
     with attach(accelerator, model, optimizer, monitor=monitor, zeus_optimizer=plo) as zeus:
         for _ in range(args.epochs):  # the user's loop, unchanged
@@ -109,18 +119,36 @@ def main(argv: list[str] | None = None) -> int:
             table.add_column(column, justify="left" if column == source_header else "right")
         source = "simulated" if tag else "GPU counter"
         for i, m in enumerate(zeus.epoch_history, start=1):
-            table.add_row(str(i), f"{m['time/epoch_s']:.2f}", f"{m['energy/epoch_j']:.1f}",
-                          f"{m['power/avg_w']:.1f}", source)
-        table.add_row("Total", f"{t['time/train_s']:.2f}", f"{t['energy/train_j']:.1f}",
-                      f"{t['power/train_avg_w']:.1f}", source, style="bold")
+            table.add_row(
+                str(i),
+                f"{m['time/epoch_s']:.2f}",
+                f"{m['energy/epoch_j']:.1f}",
+                f"{m['power/avg_w']:.1f}",
+                source,
+            )
+        table.add_row(
+            "Total",
+            f"{t['time/train_s']:.2f}",
+            f"{t['energy/train_j']:.1f}",
+            f"{t['power/train_avg_w']:.1f}",
+            source,
+            style="bold",
+        )
         console.print(table)
         steps = zeus.tracker.steps_done if zeus.tracker else 0
-        console.print(f"{steps} optimizer steps of {args.grad_accum} micro-batches; energy per step "
-                      f"{t['energy/train_j'] / max(steps, 1):.2f} J{tag}.", soft_wrap=True)
+        console.print(
+            f"{steps} optimizer steps of {args.grad_accum} micro-batches; energy per step "
+            f"{t['energy/train_j'] / max(steps, 1):.2f} J{tag}.",
+            soft_wrap=True,
+        )
         if plo is not None:
             chosen = plo.optimal_power_limit_w
-            console.print(f"Power-limit optimizer kept {chosen:g} W{tag}." if chosen is not None else
-                          f"Power-limit optimizer was still profiling at the end{tag}.", soft_wrap=True)
+            console.print(
+                f"Power-limit optimizer kept {chosen:g} W{tag}."
+                if chosen is not None
+                else f"Power-limit optimizer was still profiling at the end{tag}.",
+                soft_wrap=True,
+            )
     # end_training() destroys the process group: let every rank get here first.
     accelerator.wait_for_everyone()
     accelerator.end_training()

@@ -41,19 +41,30 @@ logger = logging.getLogger("lightning_quickstart")
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--epochs", type=int, default=None,
-                        help="training epochs (default 3, or 5 with --optimize so profiling can finish)")
+    parser.add_argument(
+        "--epochs",
+        type=int,
+        default=None,
+        help="training epochs (default 3, or 5 with --optimize so profiling can finish)",
+    )
     parser.add_argument("--batches", type=int, default=50, help="optimizer steps per epoch (default 50)")
     parser.add_argument("--hidden", type=int, default=256, help="MLP width (raise it to load a real GPU)")
-    parser.add_argument("--batch-size", type=int, default=32,
-                        help="samples per step (raise it to load a real GPU)")
+    parser.add_argument(
+        "--batch-size", type=int, default=32, help="samples per step (raise it to load a real GPU)"
+    )
     parser.add_argument("--optimize", action="store_true", help="add the GlobalPowerLimitOptimizer")
-    parser.add_argument("--max-slowdown", type=float, default=1.1,
-                        help="optimizer goal: least energy within this factor of the fastest (default 1.1)")
-    parser.add_argument("--simulate", action="store_true",
-                        help="use a simulated A40 even if a GPU is present")
-    parser.add_argument("--tiny", action="store_true",
-                        help="a seconds-long run for tests (2 epochs of 30 short steps)")
+    parser.add_argument(
+        "--max-slowdown",
+        type=float,
+        default=1.1,
+        help="optimizer goal: least energy within this factor of the fastest (default 1.1)",
+    )
+    parser.add_argument(
+        "--simulate", action="store_true", help="use a simulated A40 even if a GPU is present"
+    )
+    parser.add_argument(
+        "--tiny", action="store_true", help="a seconds-long run for tests (2 epochs of 30 short steps)"
+    )
     parser.add_argument("--out", type=Path, default=Path("out"), help="output folder (default out/)")
     args = parser.parse_args(argv)
     if args.epochs is None:
@@ -105,8 +116,13 @@ def _model(args: argparse.Namespace) -> Any:
         def __init__(self) -> None:
             super().__init__()
             h = args.hidden
-            self.net = torch.nn.Sequential(torch.nn.Linear(16, h), torch.nn.ReLU(), torch.nn.Linear(h, h),
-                                           torch.nn.ReLU(), torch.nn.Linear(h, 2))
+            self.net = torch.nn.Sequential(
+                torch.nn.Linear(16, h),
+                torch.nn.ReLU(),
+                torch.nn.Linear(h, h),
+                torch.nn.ReLU(),
+                torch.nn.Linear(h, 2),
+            )
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.net(x)
@@ -144,8 +160,9 @@ def _epoch_marks(gpu_of_record: Any, clock: Any) -> Any:
             except Exception:  # a GPU that does not report its limit
                 return None
 
-        def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any,
-                                 batch_idx: int) -> None:
+        def on_train_batch_start(
+            self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+        ) -> None:
             limit = self._limit()
             if limit is not None:
                 self.limit_timeline.append((clock(), limit))
@@ -171,21 +188,38 @@ def _print_report(console: Any, zeus: Any, marks: Any, label: str, simulated: bo
     source = "simulated" if simulated else "GPU counter"
     for i, m in enumerate(zeus.epoch_history):
         limit = marks.limits_w[i] if i < len(marks.limits_w) else None
-        table.add_row(str(i + 1), f"{m['time/epoch_s']:.2f}", f"{m['energy/epoch_j']:.1f}",
-                      f"{m['power/avg_w']:.1f}", "—" if limit is None else f"{limit:g}", source)
+        table.add_row(
+            str(i + 1),
+            f"{m['time/epoch_s']:.2f}",
+            f"{m['energy/epoch_j']:.1f}",
+            f"{m['power/avg_w']:.1f}",
+            "—" if limit is None else f"{limit:g}",
+            source,
+        )
     t = zeus.train_metrics
-    table.add_row("Total", f"{t['time/train_s']:.2f}", f"{t['energy/train_j']:.1f}",
-                  f"{t['power/train_avg_w']:.1f}", "", source, style="bold")
+    table.add_row(
+        "Total",
+        f"{t['time/train_s']:.2f}",
+        f"{t['energy/train_j']:.1f}",
+        f"{t['power/train_avg_w']:.1f}",
+        "",
+        source,
+        style="bold",
+    )
     console.print(table)
     if t.get("estimated"):
-        console.print(f"GPU energy was estimated from sampled power (no energy counter){tag}.",
-                      soft_wrap=True)
+        console.print(
+            f"GPU energy was estimated from sampled power (no energy counter){tag}.", soft_wrap=True
+        )
     if plo is not None:
         chosen = plo.optimal_power_limit_w
-        console.print(f"Power-limit optimizer: kept {chosen:g} W after profiling{tag}; the original limits "
-                      "were restored when training ended." if chosen is not None else
-                      f"Power-limit optimizer: still profiling when training ended{tag} (train longer).",
-                      soft_wrap=True)
+        console.print(
+            f"Power-limit optimizer: kept {chosen:g} W after profiling{tag}; the original limits "
+            "were restored when training ended."
+            if chosen is not None
+            else f"Power-limit optimizer: still profiling when training ended{tag} (train longer).",
+            soft_wrap=True,
+        )
 
 
 def _plot(pm: Any, marks: Any, path: Path, title: str) -> None:
@@ -206,8 +240,9 @@ def _plot(pm: Any, marks: Any, path: Path, title: str) -> None:
         ax.text(start - origin, ax.get_ylim()[1] * 0.97, f" epoch {i + 1}", va="top", fontsize=8)
     if marks.limit_timeline:
         ts, ws = zip(*marks.limit_timeline)
-        ax.step([x - origin for x in ts], ws, where="post", color="tab:red", ls="--", lw=1.2,
-                label="power limit")
+        ax.step(
+            [x - origin for x in ts], ws, where="post", color="tab:red", ls="--", lw=1.2, label="power limit"
+        )
     ax.set(xlabel="time since training start (s)", ylabel="power (W)", title=title)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
@@ -254,9 +289,13 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             selector = MaxSlowdownConstraint(args.max_slowdown)
-            plo = GlobalPowerLimitOptimizer(monitor, optimum_selector=selector,
-                                            wait_steps=1, warmup_steps=1 if args.tiny else 2,
-                                            profile_steps=3 if args.tiny else 16)
+            plo = GlobalPowerLimitOptimizer(
+                monitor,
+                optimum_selector=selector,
+                wait_steps=1,
+                warmup_steps=1 if args.tiny else 2,
+                profile_steps=3 if args.tiny else 16,
+            )
         except ZeusError as e:
             console.print(f"[red]Cannot optimize power limits here:[/red] {e}")
             return 2
@@ -271,17 +310,26 @@ def main(argv: list[str] | None = None) -> int:
         model.register_forward_hook(simulated_gpu_work)
     out = args.out
     trainer = pl.Trainer(
-        max_epochs=args.epochs, limit_train_batches=args.batches, limit_val_batches=4,
-        accelerator="cpu" if sim_gpu is not None else "gpu", devices=1,
-        callbacks=[zeus, marks], logger=pl.loggers.CSVLogger(out, name="lightning_quickstart"),
-        enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False,
+        max_epochs=args.epochs,
+        limit_train_batches=args.batches,
+        limit_val_batches=4,
+        accelerator="cpu" if sim_gpu is not None else "gpu",
+        devices=1,
+        callbacks=[zeus, marks],
+        logger=pl.loggers.CSVLogger(out, name="lightning_quickstart"),
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
         log_every_n_steps=10,
     )
-    console.print(f"Training a {args.hidden}-wide MLP for {args.epochs} epoch(s) of {args.batches} steps; "
-                  f"energy measured on {label}{tag}"
-                  + (" — each forward pass runs one unit of simulated GPU work" if simulated else "")
-                  + (f"; power-limit optimizer on (≤ {args.max_slowdown:g}× slowdown)" if plo else "") + ".",
-                  soft_wrap=True)
+    console.print(
+        f"Training a {args.hidden}-wide MLP for {args.epochs} epoch(s) of {args.batches} steps; "
+        f"energy measured on {label}{tag}"
+        + (" — each forward pass runs one unit of simulated GPU work" if simulated else "")
+        + (f"; power-limit optimizer on (≤ {args.max_slowdown:g}× slowdown)" if plo else "")
+        + ".",
+        soft_wrap=True,
+    )
     pm = PowerMonitor(gpus=monitor.gpus, interval_s=0.02 if simulated else 0.1)
     pm.start()
     try:
@@ -293,8 +341,11 @@ def main(argv: list[str] | None = None) -> int:
     _print_report(console, zeus, marks, label, simulated, plo)
     plot_path = out / "lightning_quickstart_power.png"
     _plot(pm, marks, plot_path, f"GPU power during training — {label}{tag}")
-    console.print(f"Lightning logged the energy metrics to {trainer.logger.log_dir}/metrics.csv{tag}; "
-                  f"power plot{tag}: {plot_path}", soft_wrap=True)
+    console.print(
+        f"Lightning logged the energy metrics to {trainer.logger.log_dir}/metrics.csv{tag}; "
+        f"power plot{tag}: {plot_path}",
+        soft_wrap=True,
+    )
     return 0
 
 

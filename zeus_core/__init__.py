@@ -7,7 +7,7 @@ imports neither torch nor any framework.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
@@ -69,6 +69,55 @@ _EXPORTS: dict[str, str] = {
     "ZeusDeviceError": "zeus_core.exceptions",
     "ZeusNotSupportedError": "zeus_core.exceptions",
 }
+
+if TYPE_CHECKING:  # real types for editors and type checkers; run time stays lazy
+    from zeus_core.callback import CallbackList, TrainingCallback, TrainingProtocol
+    from zeus_core.device.amd import AMDGPU
+    from zeus_core.device.base import CPU, GPU, CpuEnergy, PowerLimitConstraints
+    from zeus_core.device.discovery import discover, get_cpus, get_gpus
+    from zeus_core.device.nvidia import NVIDIAGPU
+    from zeus_core.device.rapl import RaplCPU
+    from zeus_core.device.simulated import (
+        MeasuredProfile,
+        PhysicalModel,
+        SimulatedGPU,
+        VirtualClock,
+        simulate_steps,
+    )
+    from zeus_core.distributed import JobMeasurement, reduce_measurement
+    from zeus_core.exceptions import (
+        ZeusConfigError,
+        ZeusDeviceError,
+        ZeusDeviceNotFoundError,
+        ZeusError,
+        ZeusNotSupportedError,
+        ZeusPermissionError,
+        ZeusProfileError,
+        ZeusWindowError,
+    )
+    from zeus_core.monitor.energy import WindowHandle, ZeusMonitor
+    from zeus_core.monitor.measurement import Measurement
+    from zeus_core.monitor.power import PowerMonitor
+    from zeus_core.monitor.prometheus import MetricsServer, PrometheusExporter
+    from zeus_core.monitor.training import TrainingTracker
+    from zeus_core.optimizer.batch_size.bandit import BatchSizeBandit
+    from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
+    from zeus_core.optimizer.batch_size.spec import JobSpec
+    from zeus_core.optimizer.pipeline_frequency import (
+        FrequencyPlan,
+        InstructionProfile,
+        PerseusRuntime,
+        plan_frontier,
+    )
+    from zeus_core.optimizer.power_limit import (
+        EarlyStopping,
+        Energy,
+        GlobalPowerLimitOptimizer,
+        MaxSlowdownConstraint,
+        OptimumSelector,
+        Time,
+        ZeusCost,
+    )
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 

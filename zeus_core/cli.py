@@ -17,17 +17,25 @@ __all__ = ["main"]
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "env": ("zeus_core.device.env_report",
-            "show the GPUs and CPUs found, what they support, and what is missing and why"),
+    "env": (
+        "zeus_core.device.env_report",
+        "show the GPUs and CPUs found, what they support, and what is missing and why",
+    ),
     "measure": ("zeus_core.monitor.commands", "run a command and report its time and energy per device"),
     "power": ("zeus_core.monitor.power_command", "print live power per device until Ctrl-C"),
-    "metrics": ("zeus_core.monitor.metrics_command",
-                "serve Prometheus /metrics (energy, power) read from the devices at each scrape"),
-    "plan": ("zeus_core.optimizer.pipeline_frequency.cli",
-             "plan Perseus GPU frequencies for a pipeline-parallel iteration"),
+    "metrics": (
+        "zeus_core.monitor.metrics_command",
+        "serve Prometheus /metrics (energy, power) read from the devices at each scrape",
+    ),
+    "plan": (
+        "zeus_core.optimizer.pipeline_frequency.cli",
+        "plan Perseus GPU frequencies for a pipeline-parallel iteration",
+    ),
     "bso-server": ("zeus_core.optimizer.batch_size.server_cli", "run the batch-size optimizer service"),
-    "reproduce": ("zeus_core.simulate.reproduce",
-                  "reproduce a paper's results with the trace-driven simulator"),
+    "reproduce": (
+        "zeus_core.simulate.reproduce",
+        "reproduce a paper's results with the trace-driven simulator",
+    ),
 }
 
 

@@ -9,13 +9,18 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
     "ZeusCallback": "zeus_integrations.lightning",
     "ZeusTrainerCallback": "zeus_integrations.huggingface",
     "ZeusAccelerateHook": "zeus_integrations.accelerate",
 }
+
+if TYPE_CHECKING:  # real types for editors and type checkers; run time stays lazy
+    from zeus_integrations.accelerate import ZeusAccelerateHook
+    from zeus_integrations.huggingface import ZeusTrainerCallback
+    from zeus_integrations.lightning import ZeusCallback
 
 __all__ = sorted(_EXPORTS)
 

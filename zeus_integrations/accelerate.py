@@ -185,12 +185,14 @@ class ZeusAccelerateHook:
                     self.train_metrics = dict(tracker.train_metrics)
                     if self.train_metrics:
                         self.accelerator.log(self.train_metrics, step=tracker.steps_done)
-                        logger.info("Training %s %.1f J in %.2f s (%.1f W)%s",
-                                    "failed after" if failed else "used",
-                                    self.train_metrics[metric_key("energy", "train")],
-                                    self.train_metrics[metric_key("time", "train")],
-                                    self.train_metrics[metric_key("power", "train")],
-                                    " [simulated]" if self.train_metrics.get("simulated") else "")
+                        logger.info(
+                            "Training %s %.1f J in %.2f s (%.1f W)%s",
+                            "failed after" if failed else "used",
+                            self.train_metrics[metric_key("energy", "train")],
+                            self.train_metrics[metric_key("time", "train")],
+                            self.train_metrics[metric_key("power", "train")],
+                            " [simulated]" if self.train_metrics.get("simulated") else "",
+                        )
         finally:
             self.detach()
             if self._own_monitor and self.monitor is not None:
@@ -282,8 +284,11 @@ class ZeusAccelerateHook:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue the totals and restore the optimizers' states from :meth:`state_dict`."""
         if state.get("version") != _STATE_VERSION:
-            logger.warning("ZeusAccelerateHook state has version %r (expected %d); loading what matches.",
-                           state.get("version"), _STATE_VERSION)
+            logger.warning(
+                "ZeusAccelerateHook state has version %r (expected %d); loading what matches.",
+                state.get("version"),
+                _STATE_VERSION,
+            )
         if self.tracker is None:
             self._pending_state = state.get("tracker", {})
         else:

@@ -158,8 +158,10 @@ class ZeusCallback(Callback):
             )
             self._own_monitor = True
             if not self.monitor.gpus and not self.monitor.cpus:
-                logger.warning("ZeusCallback: no GPU or readable CPU energy counter on this process; "
-                               "energies will read 0 J.")
+                logger.warning(
+                    "ZeusCallback: no GPU or readable CPU energy counter on this process; "
+                    "energies will read 0 J."
+                )
         self.tracker = TrainingTracker(self.monitor, self.optimizers, self.log_every_n_steps)
         if self._pending_state is not None:
             self.tracker.load_state_dict(self._pending_state)
@@ -218,10 +220,20 @@ class ZeusCallback(Callback):
         self.epoch_history.append(metrics)
         for key, value in metrics.items():
             # Every rank holds the same job-wide value; "max" keeps it exact and silences the DDP warning.
-            pl_module.log(key, value, on_step=False, on_epoch=True, sync_dist=True, reduce_fx="max",
-                          batch_size=1, prog_bar=self.prog_bar and key in _PROG_BAR_KEYS)
+            pl_module.log(
+                key,
+                value,
+                on_step=False,
+                on_epoch=True,
+                sync_dist=True,
+                reduce_fx="max",
+                batch_size=1,
+                prog_bar=self.prog_bar and key in _PROG_BAR_KEYS,
+            )
         if self.trial_reporter is not None and self.trial_reporter.epoch_end(
-            metrics[metric_key("time", "epoch")], metrics[metric_key("energy", "epoch")], trainer.callback_metrics
+            metrics[metric_key("time", "epoch")],
+            metrics[metric_key("energy", "epoch")],
+            trainer.callback_metrics,
         ):
             trainer.should_stop = True
 
@@ -256,9 +268,11 @@ class ZeusCallback(Callback):
     @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         if state_dict.get("version") != _STATE_VERSION:
-            logger.warning("ZeusCallback checkpoint state has version %r (expected %d); loading what "
-                           "matches.",
-                           state_dict.get("version"), _STATE_VERSION)
+            logger.warning(
+                "ZeusCallback checkpoint state has version %r (expected %d); loading what matches.",
+                state_dict.get("version"),
+                _STATE_VERSION,
+            )
         tracker_state = state_dict.get("tracker", {})
         if self.tracker is None:
             self._pending_state = tracker_state

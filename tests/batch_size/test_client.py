@@ -11,11 +11,10 @@ from typing import Iterator
 
 import pytest
 
+from tests.batch_size.server_harness import REPO_ROOT, ThreadServer, db_url, free_port, make_spec  # noqa: F401
 from zeus_core.exceptions import ZeusConfigError, ZeusPermissionError
 from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer, ZeusServerError
 from zeus_core.optimizer.batch_size.server import create_app
-
-from tests.batch_size.server_harness import REPO_ROOT, ThreadServer, db_url, free_port, make_spec  # noqa: F401
 
 SPEC = make_spec(max_epochs=5)
 

@@ -8,10 +8,9 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
+from tests.batch_size.server_harness import FakeClock, ThreadServer, cost, db_url, make_spec  # noqa: F401
 from zeus_core.optimizer.batch_size.bandit import BatchSizeBandit, Observation
 from zeus_core.optimizer.batch_size.server import create_app
-
-from tests.batch_size.server_harness import FakeClock, ThreadServer, cost, db_url, make_spec  # noqa: F401
 
 SPEC = make_spec()
 

@@ -7,10 +7,9 @@ import time
 
 import httpx
 
+from tests.batch_size.server_harness import SubprocessServer, ThreadServer, db_url, make_spec, run_threads  # noqa: F401
 from zeus_core.optimizer.batch_size.bandit import BatchSizeBandit, Observation
 from zeus_core.optimizer.batch_size.server import create_app
-
-from tests.batch_size.server_harness import SubprocessServer, ThreadServer, db_url, make_spec, run_threads  # noqa: F401
 
 N_TRIALS = 40
 

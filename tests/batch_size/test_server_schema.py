@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
+from tests.batch_size.server_harness import db_url, free_port  # noqa: F401
 from zeus_core.cli import main as cli_main
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.optimizer.batch_size import db as dbmod
@@ -15,8 +16,6 @@ from zeus_core.optimizer.batch_size.api_models import JobSpecModel
 from zeus_core.optimizer.batch_size.db import Database, normalize_url
 from zeus_core.optimizer.batch_size.server_cli import is_loopback
 from zeus_core.optimizer.batch_size.spec import JobSpec
-
-from tests.batch_size.server_harness import db_url, free_port  # noqa: F401
 
 
 def _run(coro: Any) -> Any:

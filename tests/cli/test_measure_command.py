@@ -64,8 +64,9 @@ def test_death_by_signal_gives_128_plus_n_and_still_reports() -> None:
 
 
 def start_measured(code: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([*ZEUS, *SIM, "--", *child(code)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [*ZEUS, *SIM, "--", *child(code)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None
     assert proc.stdout.readline() == "ready\n"  # the child runs
     return proc
@@ -126,8 +127,16 @@ def test_csv_rows_appended_and_other_columns_refused(tmp_path: Path) -> None:
         assert r.returncode == code
     with out.open(newline="") as f:
         rows = list(csv.DictReader(f))
-    assert list(rows[0]) == ["start_time", "command", "exit_code", "elapsed_time", "gpu0_energy",
-                             "total_energy", "estimated_gpus", "simulated"]
+    assert list(rows[0]) == [
+        "start_time",
+        "command",
+        "exit_code",
+        "elapsed_time",
+        "gpu0_energy",
+        "total_energy",
+        "estimated_gpus",
+        "simulated",
+    ]
     assert [row["exit_code"] for row in rows] == ["0", "4"]
     for row in rows:
         assert row["simulated"] == "1" and row["estimated_gpus"] == ""
@@ -137,8 +146,18 @@ def test_csv_rows_appended_and_other_columns_refused(tmp_path: Path) -> None:
         assert float(row["total_energy"]) == pytest.approx(energy)
 
     marker = tmp_path / "ran"
-    r = zeus("measure", "--simulate", "--gpu-indices", "0", "1", "--cpu-indices", "--csv", str(out), "--",
-             *child(f"open({str(marker)!r}, 'w')"))
+    r = zeus(
+        "measure",
+        "--simulate",
+        "--gpu-indices",
+        "0",
+        "1",
+        "--cpu-indices",
+        "--csv",
+        str(out),
+        "--",
+        *child(f"open({str(marker)!r}, 'w')"),
+    )
     assert r.returncode == 2 and "Use a new file for a different set of devices" in r.stderr
     assert not marker.exists()  # refused before the command ran
     assert len(out.read_text().splitlines()) == 3

@@ -27,8 +27,9 @@ def summary_energy(out: str, gpu: int = 0) -> tuple[float, float]:
 
 def test_duration_live_lines_summary_and_csv(tmp_path: Path) -> None:
     out_csv = tmp_path / "power.csv"
-    r = zeus(*SIM, "--duration", "1.0", "--interval", "0.05", "--display-interval", "0.25",
-             "--csv", str(out_csv))
+    r = zeus(
+        *SIM, "--duration", "1.0", "--interval", "0.05", "--display-interval", "0.25", "--csv", str(out_csv)
+    )
     assert r.returncode == 0, r.stderr
     lines = [line for line in r.stdout.splitlines() if line.strip()]
     assert all("simulated" in line for line in lines), lines
@@ -49,8 +50,12 @@ def test_duration_live_lines_summary_and_csv(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_ends_the_live_view_and_prints_the_summary(sig: signal.Signals) -> None:
-    proc = subprocess.Popen([*ZEUS, *SIM, "--gpu-indices", "0", "1", "--display-interval", "0.1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*ZEUS, *SIM, "--gpu-indices", "0", "1", "--display-interval", "0.1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     first = proc.stdout.readline()  # the live view is running
     assert "GPU 0: 300.0 W  GPU 1: 300.0 W [simulated]" in first

@@ -38,7 +38,9 @@ def test_every_export_resolves(name: str) -> None:
 def test_error_tree_matches_builtin_reactions() -> None:
     assert issubclass(ZeusWindowError, ValueError) and issubclass(ZeusWindowError, ZeusConfigError)
     assert issubclass(ZeusPermissionError, PermissionError)
-    assert issubclass(ZeusNotSupportedError, RuntimeError) and issubclass(ZeusNotSupportedError, ZeusDeviceError)
+    assert issubclass(ZeusNotSupportedError, RuntimeError) and issubclass(
+        ZeusNotSupportedError, ZeusDeviceError
+    )
     assert all(issubclass(e, ZeusError) for e in (ZeusConfigError, ZeusPermissionError, ZeusDeviceError))
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,13 @@ SCRIPT = Path(__file__).parent / "scripts" / "ddp_tracker.py"
 def test_single_process_is_a_no_op() -> None:
     m = Measurement(2.0, {0: 10.0}, {0: 4.0}, {0: 1.0})
     job = distributed.reduce_measurement(m)
-    assert (job.time, job.gpu_energy, job.cpu_energy, job.dram_energy, job.num_ranks) == (2.0, 10.0, 4.0, 1.0, 1)
+    assert (job.time, job.gpu_energy, job.cpu_energy, job.dram_energy, job.num_ranks) == (
+        2.0,
+        10.0,
+        4.0,
+        1.0,
+        1,
+    )
     assert job.total_energy == 15.0
     assert distributed.all_reduce([1.0, 2.0], "max") == [1.0, 2.0]
     assert distributed.broadcast_object({"a": 1}) == {"a": 1}

@@ -64,8 +64,11 @@ def test_power_cap_in_watts(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_setters_without_root(monkeypatch: pytest.MonkeyPatch) -> None:
     install(monkeypatch, FakeAMDSpec.mi300x(), root=False)
     (gpu,) = amd_gpus()
-    for action in (lambda: gpu.set_power_limit(300), gpu.check_control_permission,
-                   lambda: gpu.set_locked_sm_frequency(900)):
+    for action in (
+        lambda: gpu.set_power_limit(300),
+        gpu.check_control_permission,
+        lambda: gpu.set_locked_sm_frequency(900),
+    ):
         with pytest.raises(ZeusPermissionError, match="root") as e:
             action()
         assert isinstance(e.value.__cause__, AmdSmiLibraryException)

@@ -79,8 +79,12 @@ def test_set_power_limit_outside_range_names_the_range(monkeypatch: pytest.Monke
 def test_setters_without_root_raise_permission_errors_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
     install(monkeypatch, FakeGPUSpec.a40(), root=False)
     (gpu,) = nvidia_gpus()
-    for action in (lambda: gpu.set_power_limit(200), lambda: gpu.set_locked_sm_frequency(1200),
-                   gpu.reset_locked_sm_frequency, gpu.check_control_permission):
+    for action in (
+        lambda: gpu.set_power_limit(200),
+        lambda: gpu.set_locked_sm_frequency(1200),
+        gpu.reset_locked_sm_frequency,
+        gpu.check_control_permission,
+    ):
         with pytest.raises(ZeusPermissionError) as e:
             action()
         assert "setcap cap_sys_admin+ep" in str(e.value) and "root" in str(e.value)
@@ -228,7 +232,9 @@ def test_visible_devices_by_index_and_uuid(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,0")
     gpus = nvidia_gpus()
     assert [(g.index, g.nvml_index, g.name) for g in gpus] == [
-        (0, 2, "NVIDIA H100 80GB HBM3"), (1, 0, "NVIDIA A40")]
+        (0, 2, "NVIDIA H100 80GB HBM3"),
+        (1, 0, "NVIDIA A40"),
+    ]
     assert gpus[0].describe() == "GPU 0: NVIDIA H100 80GB HBM3 (NVML 2)"
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", f"{fake.devices[1].uuid[:12]},0")
     assert [g.nvml_index for g in nvidia_gpus()] == [1, 0]
@@ -311,7 +317,10 @@ def test_overhead_benchmark_quick_mode_runs() -> None:
     pytest.importorskip("zeus")
     proc = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "monitor_overhead.py"), "--runs", "2", "--pairs", "300"],
-        capture_output=True, text=True, timeout=120, cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
     )
     assert proc.returncode in (0, 1), proc.stderr  # 1: target missed on a noisy machine; not a crash
     out = proc.stdout

@@ -16,8 +16,16 @@ def run_tiny(script: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess, 
     """Run ``examples/<script> --tiny --simulate``; returns the process and its JSON report."""
     report = tmp_path / "report.json"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    cmd = [sys.executable, str(REPO / "examples" / script), "--tiny", "--simulate",
-           "--out", str(tmp_path / "run"), "--json", str(report)]
+    cmd = [
+        sys.executable,
+        str(REPO / "examples" / script),
+        "--tiny",
+        "--simulate",
+        "--out",
+        str(tmp_path / "run"),
+        "--json",
+        str(report),
+    ]
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc, json.loads(report.read_text())

@@ -19,7 +19,9 @@ _ABOUT_ENERGY = re.compile(r"\bJ\b|energy|\d\s*W\b", re.IGNORECASE)
 def test_tiny_accelerate_loop_prints_a_simulated_energy_table() -> None:
     proc = subprocess.run(
         [sys.executable, str(EXAMPLE), "--tiny", "--simulate", "--optimize", "--grad-accum", "2"],
-        capture_output=True, text=True, timeout=180,
+        capture_output=True,
+        text=True,
+        timeout=180,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     lines = proc.stdout.splitlines()

@@ -21,7 +21,9 @@ _ABOUT_ENERGY = re.compile(r"\bJ\b|energy|power|\d\s*W\b", re.IGNORECASE)
 def test_tiny_run_reports_simulated_energy_table_plot_and_optimizer(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, str(EXAMPLE), "--tiny", "--optimize", "--simulate", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=240,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     lines = (proc.stdout + proc.stderr).splitlines()

@@ -122,8 +122,15 @@ class FakeAMDSpec:
     @classmethod
     def mi250x(cls, **kw: Any) -> "FakeAMDSpec":
         """AMD Instinct MI250X (reports average socket power only)."""
-        base = dict(name="AMD Instinct MI250X", min_cap_w=100.0, max_cap_w=560.0, default_cap_w=560.0,
-                    power_w=400.0, reports_current_power=False, gfx_clocks_mhz=[1700, 1400, 1000, 500])
+        base = dict(
+            name="AMD Instinct MI250X",
+            min_cap_w=100.0,
+            max_cap_w=560.0,
+            default_cap_w=560.0,
+            power_w=400.0,
+            reports_current_power=False,
+            gfx_clocks_mhz=[1700, 1400, 1000, 500],
+        )
         return cls(**{**base, **kw})
 
 
@@ -236,8 +243,13 @@ class FakeAMDSMI(types.ModuleType):
     def amdsmi_get_gpu_enumeration_info(self, handle: Any) -> dict[str, Any]:
         self.calls["amdsmi_get_gpu_enumeration_info"] += 1
         dev = self._dev(handle)
-        return {"drm_render": 128 + dev.hip_id, "drm_card": dev.hip_id, "hsa_id": dev.hip_id + 1,
-                "hip_id": dev.hip_id, "hip_uuid": f"GPU-{dev.uuid[:16]}"}
+        return {
+            "drm_render": 128 + dev.hip_id,
+            "drm_card": dev.hip_id,
+            "hsa_id": dev.hip_id + 1,
+            "hip_id": dev.hip_id,
+            "hip_uuid": f"GPU-{dev.uuid[:16]}",
+        }
 
     def amdsmi_get_gpu_device_uuid(self, handle: Any) -> str:
         self.calls["amdsmi_get_gpu_device_uuid"] += 1
@@ -251,8 +263,13 @@ class FakeAMDSMI(types.ModuleType):
         self.calls["amdsmi_get_power_cap_info"] += 1
         dev = self._dev(handle)
         s = dev.spec
-        return {"power_cap": dev.cap_uw, "default_power_cap": int(s.default_cap_w * 1e6), "dpm_cap": 0,
-                "min_power_cap": int(s.min_cap_w * 1e6), "max_power_cap": int(s.max_cap_w * 1e6)}
+        return {
+            "power_cap": dev.cap_uw,
+            "default_power_cap": int(s.default_cap_w * 1e6),
+            "dpm_cap": 0,
+            "min_power_cap": int(s.min_cap_w * 1e6),
+            "max_power_cap": int(s.max_cap_w * 1e6),
+        }
 
     def amdsmi_set_power_cap(self, handle: Any, sensor_ind: int, cap: int) -> None:
         self.calls["amdsmi_set_power_cap"] += 1
@@ -267,9 +284,15 @@ class FakeAMDSMI(types.ModuleType):
         self.calls["amdsmi_get_power_info"] += 1
         dev = self._dev(handle)
         w = int(round(dev.draw_w()))
-        return {"socket_power": w, "current_socket_power": w if dev.spec.reports_current_power else "N/A",
-                "average_socket_power": w, "gfx_voltage": 800, "soc_voltage": 900, "mem_voltage": 1100,
-                "power_limit": dev.cap_uw // 1_000_000}
+        return {
+            "socket_power": w,
+            "current_socket_power": w if dev.spec.reports_current_power else "N/A",
+            "average_socket_power": w,
+            "gfx_voltage": 800,
+            "soc_voltage": 900,
+            "mem_voltage": 1100,
+            "power_limit": dev.cap_uw // 1_000_000,
+        }
 
     def amdsmi_get_energy_count(self, handle: Any) -> dict[str, Any]:
         self.calls["amdsmi_get_energy_count"] += 1
@@ -277,8 +300,11 @@ class FakeAMDSMI(types.ModuleType):
         if not dev.spec.has_energy:
             raise AmdSmiLibraryException(STATUS_NOT_SUPPORTED)
         dev.accumulate(self.clock())
-        return {"energy_accumulator": int(dev.energy_uj / dev.spec.resolution_uj),
-                "counter_resolution": dev.spec.resolution_uj, "timestamp": int(self.clock() * 1e9)}
+        return {
+            "energy_accumulator": int(dev.energy_uj / dev.spec.resolution_uj),
+            "counter_resolution": dev.spec.resolution_uj,
+            "timestamp": int(self.clock() * 1e9),
+        }
 
     def amdsmi_get_clk_freq(self, handle: Any, clk_type: AmdSmiClkType) -> dict[str, Any]:
         self.calls["amdsmi_get_clk_freq"] += 1
@@ -287,11 +313,15 @@ class FakeAMDSMI(types.ModuleType):
             raise AmdSmiException(f"bad clk_type {clk_type!r}")
         mhz = dev.spec.mem_clocks_mhz if clk_type == AmdSmiClkType.MEM else dev.spec.gfx_clocks_mhz
         ascending = sorted(mhz)
-        return {"num_supported": len(ascending), "current": len(ascending) - 1,
-                "frequency": [f * 1_000_000 for f in ascending] + [0] * (33 - len(ascending))}
+        return {
+            "num_supported": len(ascending),
+            "current": len(ascending) - 1,
+            "frequency": [f * 1_000_000 for f in ascending] + [0] * (33 - len(ascending)),
+        }
 
-    def amdsmi_set_gpu_clk_range(self, handle: Any, min_clk_value: int, max_clk_value: int,
-                                 clk_type: AmdSmiClkType) -> None:
+    def amdsmi_set_gpu_clk_range(
+        self, handle: Any, min_clk_value: int, max_clk_value: int, clk_type: AmdSmiClkType
+    ) -> None:
         self.calls["amdsmi_set_gpu_clk_range"] += 1
         dev = self._dev(handle)
         self._require_root()

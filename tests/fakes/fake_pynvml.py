@@ -105,32 +105,61 @@ class FakeGPUSpec:
     @classmethod
     def a100(cls, **kw: Any) -> "FakeGPUSpec":
         """NVIDIA A100-SXM4-40GB (Ampere, 100-400 W)."""
-        base = dict(name="NVIDIA A100-SXM4-40GB", max_limit_w=400.0, default_limit_w=400.0, power_w=330.0,
-                    memory_clocks_mhz=[1215], sm_clocks_mhz=_clocks(1410, 210, 15))
+        base = dict(
+            name="NVIDIA A100-SXM4-40GB",
+            max_limit_w=400.0,
+            default_limit_w=400.0,
+            power_w=330.0,
+            memory_clocks_mhz=[1215],
+            sm_clocks_mhz=_clocks(1410, 210, 15),
+        )
         return cls(**{**base, **kw})
 
     @classmethod
     def h100(cls, **kw: Any) -> "FakeGPUSpec":
         """NVIDIA H100 80GB HBM3 (Hopper, 200-700 W)."""
-        base = dict(name="NVIDIA H100 80GB HBM3", arch=_real.NVML_DEVICE_ARCH_HOPPER, min_limit_w=200.0,
-                    max_limit_w=700.0, default_limit_w=700.0, power_w=560.0, memory_clocks_mhz=[2619],
-                    sm_clocks_mhz=_clocks(1980, 345, 15))
+        base = dict(
+            name="NVIDIA H100 80GB HBM3",
+            arch=_real.NVML_DEVICE_ARCH_HOPPER,
+            min_limit_w=200.0,
+            max_limit_w=700.0,
+            default_limit_w=700.0,
+            power_w=560.0,
+            memory_clocks_mhz=[2619],
+            sm_clocks_mhz=_clocks(1980, 345, 15),
+        )
         return cls(**{**base, **kw})
 
     @classmethod
     def v100(cls, **kw: Any) -> "FakeGPUSpec":
         """Tesla V100-SXM2-32GB (Volta, the first with an energy counter)."""
-        base = dict(name="Tesla V100-SXM2-32GB", arch=_real.NVML_DEVICE_ARCH_VOLTA, min_limit_w=150.0,
-                    max_limit_w=300.0, default_limit_w=300.0, power_w=240.0, memory_clocks_mhz=[877],
-                    sm_clocks_mhz=_clocks(1530, 135, 15), instant_power_field=False)
+        base = dict(
+            name="Tesla V100-SXM2-32GB",
+            arch=_real.NVML_DEVICE_ARCH_VOLTA,
+            min_limit_w=150.0,
+            max_limit_w=300.0,
+            default_limit_w=300.0,
+            power_w=240.0,
+            memory_clocks_mhz=[877],
+            sm_clocks_mhz=_clocks(1530, 135, 15),
+            instant_power_field=False,
+        )
         return cls(**{**base, **kw})
 
     @classmethod
     def p100(cls, **kw: Any) -> "FakeGPUSpec":
         """Tesla P100-PCIE-16GB (Pascal: no energy counter, no instant-power field)."""
-        base = dict(name="Tesla P100-PCIE-16GB", arch=_real.NVML_DEVICE_ARCH_PASCAL, min_limit_w=125.0,
-                    max_limit_w=250.0, default_limit_w=250.0, power_w=150.0, memory_clocks_mhz=[715],
-                    sm_clocks_mhz=_clocks(1328, 544, 13), instant_power_field=False)
+        base = dict(
+            name="Tesla P100-PCIE-16GB",
+            arch=_real.NVML_DEVICE_ARCH_PASCAL,
+            min_limit_w=125.0,
+            max_limit_w=250.0,
+            default_limit_w=250.0,
+            power_w=150.0,
+            memory_clocks_mhz=[715],
+            sm_clocks_mhz=_clocks(1328, 544, 13),
+            instant_power_field=False,
+        )
         return cls(**{**base, **kw})
 
 

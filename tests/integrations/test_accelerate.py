@@ -145,8 +145,19 @@ def test_missing_accelerate_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> 
 
 @pytest.mark.slow
 def test_two_processes_sum_their_energy(tmp_path: Path) -> None:
-    proc = run_script([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                       str(SCRIPTS / "accelerate_ddp.py"), str(tmp_path)], timeout_s=180)
+    proc = run_script(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            str(SCRIPTS / "accelerate_ddp.py"),
+            str(tmp_path),
+        ],
+        timeout_s=180,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     job = sum(r["gpu_energy_j"] for r in ranks)
@@ -157,6 +168,8 @@ def test_two_processes_sum_their_energy(tmp_path: Path) -> None:
         assert r["events"] == expected_events(epochs=2, steps_per_epoch=2)  # 4 batches per rank, 2 per step
         assert sum(e["energy/epoch_j"] for e in r["epochs"]) == pytest.approx(job)
         assert {k for k in r["epochs"][0] if k.startswith("energy/epoch_rank")} == {
-            "energy/epoch_rank0_gpu0_j", "energy/epoch_rank1_gpu0_j"}
+            "energy/epoch_rank0_gpu0_j",
+            "energy/epoch_rank1_gpu0_j",
+        }
     # Only the main process logs through accelerator.log.
     assert ranks[0]["logged_train"] == pytest.approx([job]) and ranks[1]["logged_train"] == []

@@ -237,7 +237,10 @@ def test_resume_from_checkpoint_continues_totals_and_optimizer_state(tmp_path: P
     second = ZeusTrainerCallback(protocol, monitor=monitor)
     trainer = Trainer(model=TinyRegressor(), args=run, train_dataset=dataset(10), callbacks=[second])
     result = trainer.train(resume_from_checkpoint=str(ckpt))
-    assert protocol.loaded == {"version": 1, "steps_seen": 2}  # the optimizer continues instead of starting over
+    assert protocol.loaded == {
+        "version": 1,
+        "steps_seen": 2,
+    }  # the optimizer continues instead of starting over
     assert protocol.events.count("step_end") == 2 and second.tracker.steps_done == 4
     (train,) = monitor.ended["train"]
     assert result.metrics["energy/train_j"] == pytest.approx(saved_j + train.total_energy)

@@ -43,7 +43,9 @@ def server(tmp_path: Path) -> Iterator[ThreadServer]:
 def _trainer(
     tmp_path: Path, bso: BatchSizeOptimizer, spec_epochs: int = 10, model: Any = None, **overrides: Any
 ) -> tuple[Trainer, ZeusTrainerCallback]:
-    zeus = ZeusTrainerCallback(monitor=RecordingMonitor(), batch_size_optimizer=bso, metric_name="eval_accuracy")
+    zeus = ZeusTrainerCallback(
+        monitor=RecordingMonitor(), batch_size_optimizer=bso, metric_name="eval_accuracy"
+    )
     settings = dict(
         per_device_train_batch_size=bso.get_batch_size(), num_train_epochs=spec_epochs, eval_strategy="epoch"
     )
@@ -71,7 +73,12 @@ def test_each_epoch_is_reported_after_its_evaluation_and_training_stops_at_the_t
         assert bso.stop_reason == "target_reached" and bso.batch_size is None  # reported
     assert trainer.state.epoch == 3 and len(zeus.epoch_history) == 3  # of num_train_epochs=10
     (trial,) = _trials(server)
-    assert (trial["batch_size"], trial["status"], trial["epochs"], trial["metric"]) == (2, "converged", 3, 0.75)
+    assert (trial["batch_size"], trial["status"], trial["epochs"], trial["metric"]) == (
+        2,
+        "converged",
+        3,
+        0.75,
+    )
     assert trial["time_s"] == pytest.approx(sum(e["time/epoch_s"] for e in zeus.epoch_history))
     assert trial["energy_j"] == pytest.approx(sum(e["energy/epoch_j"] for e in zeus.epoch_history))
     # The train window also holds what runs outside the epochs (set-up, the final log).
@@ -109,7 +116,9 @@ def test_bad_batch_size_optimizer_arguments(tmp_path: Path, server: ThreadServer
         ZeusTrainerCallback(batch_size_optimizer=bso)
     with pytest.raises(ZeusConfigError, match="needs batch_size_optimizer"):
         ZeusTrainerCallback(metric_name="eval_accuracy")
-    zeus = ZeusTrainerCallback(monitor=RecordingMonitor(), batch_size_optimizer=bso, metric_name="eval_accuracy")
+    zeus = ZeusTrainerCallback(
+        monitor=RecordingMonitor(), batch_size_optimizer=bso, metric_name="eval_accuracy"
+    )
     trainer = Trainer(model=TinyRegressor(), args=args(tmp_path), train_dataset=dataset(8), callbacks=[zeus])
     with pytest.raises(ZeusConfigError, match=r"get_batch_size\(\) before training"):
         trainer.train()

@@ -48,7 +48,10 @@ def test_epochs_steps_and_logged_values_under_gradient_accumulation(tmp_path: Pa
     recorder = Recorder()
     zeus = ZeusCallback(recorder, monitor=monitor, log_every_n_steps=1)
     trainer = pl.Trainer(
-        callbacks=[zeus], accumulate_grad_batches=3, limit_val_batches=2, num_sanity_val_steps=2,
+        callbacks=[zeus],
+        accumulate_grad_batches=3,
+        limit_val_batches=2,
+        num_sanity_val_steps=2,
         **trainer_kwargs(str(tmp_path)),
     )
     trainer.fit(TinyModule(gpu), loader(16), loader(4))  # 8 batches per epoch -> steps of 3, 3, 2 batches
@@ -82,8 +85,13 @@ def test_epochs_steps_and_logged_values_under_gradient_accumulation(tmp_path: Pa
 def test_validation_counted_when_asked(tmp_path: Path) -> None:
     gpu, monitor = simulated_monitor()
     zeus = ZeusCallback(monitor=monitor, include_validation=True)
-    trainer = pl.Trainer(callbacks=[zeus], limit_val_batches=2, num_sanity_val_steps=0, max_epochs=1,
-                         **{k: v for k, v in trainer_kwargs(str(tmp_path)).items() if k != "max_epochs"})
+    trainer = pl.Trainer(
+        callbacks=[zeus],
+        limit_val_batches=2,
+        num_sanity_val_steps=0,
+        max_epochs=1,
+        **{k: v for k, v in trainer_kwargs(str(tmp_path)).items() if k != "max_epochs"},
+    )
     trainer.fit(TinyModule(gpu), loader(8), loader(4))
     assert zeus.epoch_history[0]["energy/epoch_j"] == pytest.approx((4 + 2) * UNIT_ENERGY_J)
     assert zeus.train_metrics["energy/train_j"] == pytest.approx((4 + 2) * UNIT_ENERGY_J)
@@ -176,8 +184,16 @@ def test_ddp_two_processes_log_the_job_energy(tmp_path: Path) -> None:
     for r in ranks:
         assert r["first"]["energy/train_j"] == pytest.approx(job_first)
         assert r["first"]["energy/train_gpu_j"] == pytest.approx(job_first)
-        assert r["events_first"] == ["train_begin", "epoch_begin", "step_begin", "step_end", "step_begin",
-                                     "step_end", "epoch_end", "train_end"]  # 4 batches per rank, 2 per step
+        assert r["events_first"] == [
+            "train_begin",
+            "epoch_begin",
+            "step_begin",
+            "step_end",
+            "step_begin",
+            "step_end",
+            "epoch_end",
+            "train_end",
+        ]  # 4 batches per rank, 2 per step
     assert _csv_column(tmp_path / "first", "energy/train_j") == pytest.approx([job_first])
     epoch_logged = _csv_column(tmp_path / "first", "energy/epoch_j")[0]
     per_rank = [_csv_column(tmp_path / "first", f"energy/epoch_rank{r}_gpu0_j")[0] for r in (0, 1)]

@@ -51,7 +51,9 @@ def _fit(tmp_path: Path, bso: BatchSizeOptimizer, **module_kwargs: Any) -> tuple
     gpu, monitor = simulated_monitor()
     zeus = ZeusCallback(monitor=monitor, batch_size_optimizer=bso, metric_name="val_acc")
     trainer = pl.Trainer(
-        callbacks=[zeus], limit_val_batches=1, num_sanity_val_steps=0,
+        callbacks=[zeus],
+        limit_val_batches=1,
+        num_sanity_val_steps=0,
         **trainer_kwargs(str(tmp_path), max_epochs=10),
     )
     batch_size = bso.get_batch_size()

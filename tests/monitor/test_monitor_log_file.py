@@ -14,8 +14,9 @@ def test_mismatched_log_file_fails_at_begin_and_loses_nothing(tmp_path) -> None:
     log = tmp_path / "windows.csv"
     log.write_text("start_time,window_name,elapsed_time,gpu7_energy\n")
     clock = VirtualClock()
-    monitor = ZeusMonitor(gpus=[SimulatedGPU(PhysicalModel.a40(), clock=clock, busy=True)], cpu_indices=[],
-                          log_file=log)
+    monitor = ZeusMonitor(
+        gpus=[SimulatedGPU(PhysicalModel.a40(), clock=clock, busy=True)], cpu_indices=[], log_file=log
+    )
     with pytest.raises(ZeusConfigError, match="has columns"):
         monitor.begin_window("epoch")
     assert monitor.open_windows == []

@@ -108,8 +108,10 @@ def test_timeline_filter_and_several_gpus(clock: VirtualClock) -> None:
         pm.sample_now()
         clock.advance(1.0)
     timeline = pm.get_power_timeline(start=101.0, end=103.0)
-    assert timeline == {1: [(101.0, IDLE_W), (102.0, IDLE_W), (103.0, IDLE_W)],
-                        0: [(101.0, BUSY_W), (102.0, BUSY_W), (103.0, BUSY_W)]}
+    assert timeline == {
+        1: [(101.0, IDLE_W), (102.0, IDLE_W), (103.0, IDLE_W)],
+        0: [(101.0, BUSY_W), (102.0, BUSY_W), (103.0, BUSY_W)],
+    }
     assert pm.get_energy(100.0, 104.0) == {1: pytest.approx(120.0), 0: pytest.approx(1200.0)}
 
 

@@ -45,8 +45,11 @@ class BrokenCounterGPU(SimulatedGPU):
 
 
 def parse(text: str) -> Samples:
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def scrape(exporter: PrometheusExporter) -> Samples:
@@ -296,8 +299,13 @@ def test_push_puts_the_metrics_to_the_pushgateway(
     assert (method2, path2) == ("PUT", "/metrics/job/nightly/instance/node3")
     pushed = parse(body)
     assert value(pushed, "zeus_gpu_energy_joules_total", **gpu_labels(0)) == pytest.approx(10 * BUSY_W)
-    assert {"zeus_gpu_power_watts", "zeus_gpu_power_limit_watts", "zeus_cpu_energy_joules_total",
-            "zeus_dram_energy_joules_total", "zeus_window_energy_joules_sum"} <= names(pushed)
+    assert {
+        "zeus_gpu_power_watts",
+        "zeus_gpu_power_limit_watts",
+        "zeus_cpu_energy_joules_total",
+        "zeus_dram_energy_joules_total",
+        "zeus_window_energy_joules_sum",
+    } <= names(pushed)
 
 
 def test_push_failures_name_the_gateway_and_the_fix(exporter: PrometheusExporter) -> None:
@@ -373,8 +381,10 @@ def test_missing_prometheus_client_gives_the_pip_command(
 
 
 def test_top_level_export_stays_lazy() -> None:
-    code = ("import sys, zeus_core; cls = zeus_core.PrometheusExporter; import zeus_core.monitor.prometheus;"
-            "print(cls.__module__, 'prometheus_client' in sys.modules)")
+    code = (
+        "import sys, zeus_core; cls = zeus_core.PrometheusExporter; import zeus_core.monitor.prometheus;"
+        "print(cls.__module__, 'prometheus_client' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.split() == ["zeus_core.monitor.prometheus", "False"]
 
@@ -383,13 +393,18 @@ def test_top_level_export_stays_lazy() -> None:
 def test_cli_serves_metrics_until_sigterm() -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "zeus_core.cli", "metrics", "--simulate", "--cpu-indices", "--port", "0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         assert proc.stdout is not None
         first = proc.stdout.readline()
-        match = re.match(r"zeus-suite metrics: serving (http://127\.0\.0\.1:\d+/metrics) for 1 GPU\(s\), "
-                         r"0 CPU package\(s\) \[simulated\]", first)
+        match = re.match(
+            r"zeus-suite metrics: serving (http://127\.0\.0\.1:\d+/metrics) for 1 GPU\(s\), "
+            r"0 CPU package\(s\) \[simulated\]",
+            first,
+        )
         assert match, first
         one, two = parse(get(match.group(1))), parse(get(match.group(1)))
         assert value(one, "zeus_gpu_power_watts", **gpu_labels(0)) == BUSY_W

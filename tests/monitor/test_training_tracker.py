@@ -97,8 +97,18 @@ def test_events_reach_optimizers_in_order() -> None:
     run_epoch(tracker, clock, 1)
     tracker.on_train_end()
     assert log == [
-        "a.train_begin", "b.train_begin", "a.epoch_begin", "b.epoch_begin", "a.step_begin", "b.step_begin",
-        "b.step_end", "a.step_end", "b.epoch_end", "a.epoch_end", "b.train_end", "a.train_end",
+        "a.train_begin",
+        "b.train_begin",
+        "a.epoch_begin",
+        "b.epoch_begin",
+        "a.step_begin",
+        "b.step_begin",
+        "b.step_end",
+        "a.step_end",
+        "b.epoch_end",
+        "a.epoch_end",
+        "b.train_end",
+        "a.train_end",
     ]
 
 

@@ -187,8 +187,14 @@ def test_log_rows_are_flushed_as_windows_end(clock: VirtualClock, tmp_path: Path
     monitor.end_window("step_1")
     rows = read_rows(log)  # readable before close: flushed at once
     assert rows[0] == [
-        "start_time", "window_name", "elapsed_time",
-        "gpu0_energy", "gpu1_energy", "cpu0_energy", "cpu1_energy", "dram0_energy",
+        "start_time",
+        "window_name",
+        "elapsed_time",
+        "gpu0_energy",
+        "gpu1_energy",
+        "cpu0_energy",
+        "cpu1_energy",
+        "dram0_energy",
     ]
     assert rows[1][:3] == ["100.0", "step_1", "2.0"]
     assert [float(v) for v in rows[1][3:]] == pytest.approx([600.0, 600.0, 80.0, 120.0, 8.0])

@@ -30,8 +30,15 @@ class LoggedGPU(SimulatedGPU):
 
 gpu = LoggedGPU(synthetic_profile(), clock=VirtualClock())
 gpu.set_power_limit(280)  # the user's limit before training: what must come back
-plo = GlobalPowerLimitOptimizer(ZeusMonitor(gpus=[gpu], cpu_indices=[]), Energy(), wait_steps=0,
-                                warmup_steps=1, profile_steps=2, pl_step=50, early_stopping=None)
+plo = GlobalPowerLimitOptimizer(
+    ZeusMonitor(gpus=[gpu], cpu_indices=[]),
+    Energy(),
+    wait_steps=0,
+    warmup_steps=1,
+    profile_steps=2,
+    pl_step=50,
+    early_stopping=None,
+)
 plo.on_train_begin()
 plo.on_epoch_begin()
 while gpu.get_power_limit() >= 250:  # profile until the limit is below the original

@@ -70,9 +70,15 @@ def run(min_sample_s: float, profile_steps: int, pl_step: float) -> dict:
     gpu = monitor.gpus[0]
     samples: list[tuple[float, float, float, int]] = []  # (limit W, s, J, steps)
     real_add = LocalSamples.add
-    plo = GlobalPowerLimitOptimizer(monitor, MaxSlowdownConstraint(1.1), warmup_steps=10,
-                                    profile_steps=profile_steps, pl_step=pl_step,
-                                    early_stopping=EarlyStopping(), min_sample_s=min_sample_s)
+    plo = GlobalPowerLimitOptimizer(
+        monitor,
+        MaxSlowdownConstraint(1.1),
+        warmup_steps=10,
+        profile_steps=profile_steps,
+        pl_step=pl_step,
+        early_stopping=EarlyStopping(),
+        min_sample_s=min_sample_s,
+    )
 
     def add(self, reading, steps):  # record every sample the optimizer closes
         t, e = reading.time - self.last_time_s, reading.gpu_total_energy - self.last_energy_j
@@ -120,9 +126,15 @@ def run(min_sample_s: float, profile_steps: int, pl_step: float) -> dict:
     implied = [(w, e / t) for w, t, e, _ in samples if t > 0]
     over = [(w, p) for w, p in implied if p > 1.05 * w]
     return {
-        "min_sample_s": min_sample_s, "chosen_w": plo.optimal_power_limit_w, "steps": steps,
-        "profiling_s": profiling_s, "read_window_calls": reads["n"], "samples": len(samples),
-        "step_ms_at_choice": step_ms, "restored_w": gpu.get_power_limit(), "original_w": original,
+        "min_sample_s": min_sample_s,
+        "chosen_w": plo.optimal_power_limit_w,
+        "steps": steps,
+        "profiling_s": profiling_s,
+        "read_window_calls": reads["n"],
+        "samples": len(samples),
+        "step_ms_at_choice": step_ms,
+        "restored_w": gpu.get_power_limit(),
+        "original_w": original,
         "implied_power_w_p0_p5_p50_p95_p100": _quantiles([p for _, p in implied]),
         "sample_ms_p0_p50_p100": _quantiles([t * 1e3 for _, t, _, _ in samples], (0, 50, 100)),
         "samples_over_limit": len(over),
@@ -140,9 +152,14 @@ def main() -> int:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     monitor = ZeusMonitor(gpu_indices=[0], cpu_indices=[])
-    out = {"gpu": monitor.gpus[0].describe(), "counter": counter_facts(monitor.gpus[0]),
-           "limits_w": [monitor.gpus[0].power_limit_constraints().min_w,
-                        monitor.gpus[0].power_limit_constraints().max_w]}
+    out = {
+        "gpu": monitor.gpus[0].describe(),
+        "counter": counter_facts(monitor.gpus[0]),
+        "limits_w": [
+            monitor.gpus[0].power_limit_constraints().min_w,
+            monitor.gpus[0].power_limit_constraints().max_w,
+        ],
+    }
     print(json.dumps(out, indent=1), flush=True)
     out["runs"] = []
     for mss in args.min_sample_s:

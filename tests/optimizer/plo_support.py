@@ -18,14 +18,25 @@ def synthetic_profile(name: str = "NVIDIA A40") -> MeasuredProfile:
 
     Energy per step (J): 300 W: 60, 250 W: 50, 200 W: 45, 150 W: 54, 100 W: 80.
     """
-    points = [(300, 0.20, 300.0), (250, 0.20, 250.0), (200, 0.225, 200.0), (150, 0.36, 150.0),
-              (100, 0.80, 100.0)]
-    return MeasuredProfile(points=points, gpu_name=name,
-                           constraints=PowerLimitConstraints(100.0, 300.0, 300.0))
+    points = [
+        (300, 0.20, 300.0),
+        (250, 0.20, 250.0),
+        (200, 0.225, 200.0),
+        (150, 0.36, 150.0),
+        (100, 0.80, 100.0),
+    ]
+    return MeasuredProfile(
+        points=points, gpu_name=name, constraints=PowerLimitConstraints(100.0, 300.0, 300.0)
+    )
 
 
-def make_gpus(n: int = 1, behavior: MeasuredProfile | None = None, noise: float = 0.0, seed: int = 0,
-              clock: VirtualClock | None = None) -> list[SimulatedGPU]:
+def make_gpus(
+    n: int = 1,
+    behavior: MeasuredProfile | None = None,
+    noise: float = 0.0,
+    seed: int = 0,
+    clock: VirtualClock | None = None,
+) -> list[SimulatedGPU]:
     """``n`` simulated GPUs on one virtual clock."""
     clock = clock or VirtualClock()
     behavior = behavior or synthetic_profile()
@@ -37,8 +48,12 @@ def profile_gpus(path: Path, noise: float = 0.03, seed: int = 0) -> list[Simulat
     header = path.read_text().splitlines()[0].split(",")
     n = sum(1 for h in header if h.startswith("gpu") and h.endswith("_energy"))
     clock = VirtualClock()
-    return [SimulatedGPU(MeasuredProfile.from_zeus_csv(path, gpu=i), index=i, clock=clock, noise=noise,
-                         seed=seed * 100 + i) for i in range(n)]
+    return [
+        SimulatedGPU(
+            MeasuredProfile.from_zeus_csv(path, gpu=i), index=i, clock=clock, noise=noise, seed=seed * 100 + i
+        )
+        for i in range(n)
+    ]
 
 
 def monitor_of(gpus: Sequence[SimulatedGPU]) -> ZeusMonitor:
@@ -46,8 +61,9 @@ def monitor_of(gpus: Sequence[SimulatedGPU]) -> ZeusMonitor:
     return ZeusMonitor(gpus=list(gpus), cpu_indices=[])
 
 
-def run_steps(plo: GlobalPowerLimitOptimizer, gpus: Sequence[SimulatedGPU], steps: int,
-              epoch_len: int | None = None) -> list[float]:
+def run_steps(
+    plo: GlobalPowerLimitOptimizer, gpus: Sequence[SimulatedGPU], steps: int, epoch_len: int | None = None
+) -> list[float]:
     """Drive ``steps`` optimizer steps (epochs of ``epoch_len`` steps); returns the limit of each step.
 
     Calls ``on_epoch_begin`` first and ``on_epoch_end`` at every epoch boundary and at the end.

@@ -37,8 +37,9 @@ def gpu_for_rank() -> SimulatedGPU:
 
 gpu = gpu_for_rank()
 gpu.set_power_limit(290)
-plo = GlobalPowerLimitOptimizer(ZeusMonitor(gpus=[gpu], cpu_indices=[]), ZeusCost(0.5),
-                                profile_path=profile_path)
+plo = GlobalPowerLimitOptimizer(
+    ZeusMonitor(gpus=[gpu], cpu_indices=[]), ZeusCost(0.5), profile_path=profile_path
+)
 plo.on_train_begin()
 plo.on_epoch_begin()
 limits = []
@@ -57,8 +58,9 @@ restored = gpu.get_power_limit()
 dist.barrier()  # rank 0 has written the profile
 
 gpu2 = gpu_for_rank()
-plo2 = GlobalPowerLimitOptimizer(ZeusMonitor(gpus=[gpu2], cpu_indices=[]), ZeusCost(0.5),
-                                 profile_path=profile_path)
+plo2 = GlobalPowerLimitOptimizer(
+    ZeusMonitor(gpus=[gpu2], cpu_indices=[]), ZeusCost(0.5), profile_path=profile_path
+)
 plo2.on_train_begin()
 reused = {"done": isinstance(plo2.state, Done), "limit": gpu2.get_power_limit()}
 plo2.on_train_end()
@@ -74,8 +76,11 @@ def recording_all_reduce(values, op):
 
 
 distributed.all_reduce = recording_all_reduce
-slower = MeasuredProfile(points=[(w, t * (1.0 + 0.04 * rank), p) for w, t, p in behavior.points],
-                         gpu_name=behavior.gpu_name, constraints=behavior.constraints)
+slower = MeasuredProfile(
+    points=[(w, t * (1.0 + 0.04 * rank), p) for w, t, p in behavior.points],
+    gpu_name=behavior.gpu_name,
+    constraints=behavior.constraints,
+)
 gpu3 = SimulatedGPU(slower, index=rank, clock=VirtualClock(), noise=0.03, seed=5 + 17 * rank)
 plo3 = GlobalPowerLimitOptimizer(ZeusMonitor(gpus=[gpu3], cpu_indices=[]), Energy(), min_sample_s=0.42)
 plo3.on_train_begin()
@@ -90,18 +95,25 @@ plo3.on_epoch_end()
 plo3.on_train_end()
 distributed.all_reduce = real_all_reduce
 
-(out_dir / f"rank{rank}.json").write_text(json.dumps({
-    "limits": limits,
-    "decided": decided,
-    "restored": restored,
-    "measurements": [m.to_dict() for m in plo.measurements],
-    "reused": reused,
-    "sampled": {"limits": limits3, "decided": plo3.optimal_power_limit_w,
+(out_dir / f"rank{rank}.json").write_text(
+    json.dumps(
+        {
+            "limits": limits,
+            "decided": decided,
+            "restored": restored,
+            "measurements": [m.to_dict() for m in plo.measurements],
+            "reused": reused,
+            "sampled": {
+                "limits": limits3,
+                "decided": plo3.optimal_power_limit_w,
                 "measurements": [m.to_dict() for m in plo3.measurements],
                 "calls": [(op, n) for op, n, _ in calls],
                 # The first measured step of each visit, by this rank's clock, s (calibration calls).
-                "first_steps": [v[0] for op, n, v in calls if op == "max" and n == 1 and v[0] < 1.0]},
-}))
+                "first_steps": [v[0] for op, n, v in calls if op == "max" and n == 1 and v[0] < 1.0],
+            },
+        }
+    )
+)
 dist.barrier()  # no rank tears gloo down while another still reads the last collective
 dist.destroy_process_group()
 # Leave without interpreter finalisation, where gloo's threads can abort (pytorch/pytorch#179291).

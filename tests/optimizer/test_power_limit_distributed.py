@@ -22,8 +22,13 @@ def test_two_ranks_set_the_same_limits_from_aggregated_measurements(
 ) -> None:
     profile_csv = shared_data / "power_limit_profiles" / "A40_resnet50_4gpu.csv"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(torchrun_command(SCRIPT, str(tmp_path), str(profile_csv)), env=env,
-                          capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(
+        torchrun_command(SCRIPT, str(tmp_path), str(profile_csv)),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
 

@@ -13,8 +13,9 @@ from zeus_core.optimizer.power_limit import Done, Energy, GlobalPowerLimitOptimi
 
 def fake_nvml(monkeypatch: pytest.MonkeyPatch, root: bool) -> tuple[FakeNVML, list[tuple[int, int]]]:
     """Two fake A40s drawing 200 W; records every (GPU, mW) limit write that NVML accepted."""
-    fake = FakeNVML([FakeGPUSpec.a40(power_w=200.0), FakeGPUSpec.a40(power_w=200.0)], clock=VirtualClock(),
-                    root=root).patch(monkeypatch)
+    fake = FakeNVML(
+        [FakeGPUSpec.a40(power_w=200.0), FakeGPUSpec.a40(power_w=200.0)], clock=VirtualClock(), root=root
+    ).patch(monkeypatch)
     writes: list[tuple[int, int]] = []
     real_set = fake.nvmlDeviceSetPowerManagementLimit
 
@@ -45,8 +46,9 @@ def test_limits_are_written_in_milliwatts_and_restored(monkeypatch: pytest.Monke
         dev.power_limit_mw = 275_000  # the administrator's setting before training
     gpus = nvidia_gpus(environ={})
     monitor = ZeusMonitor(gpus=gpus, cpu_indices=[])
-    plo = GlobalPowerLimitOptimizer(monitor, Energy(), wait_steps=0, warmup_steps=1, profile_steps=2,
-                                    pl_step=100, early_stopping=None)
+    plo = GlobalPowerLimitOptimizer(
+        monitor, Energy(), wait_steps=0, warmup_steps=1, profile_steps=2, pl_step=100, early_stopping=None
+    )
     assert writes == [(0, 275_000), (1, 275_000)]  # the permission probe re-writes the current limit
     writes.clear()
     plo.on_train_begin()

@@ -104,8 +104,10 @@ def test_an_unfinished_profile_resumes_where_it_stopped(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("gpus", "message"),
     [
-        (lambda: [SimulatedGPU(PhysicalModel.a100(), 0, clock=CLOCK)],
-         r"measured on 'NVIDIA A40 \(simulated\)' GPUs"),
+        (
+            lambda: [SimulatedGPU(PhysicalModel.a100(), 0, clock=CLOCK)],
+            r"measured on 'NVIDIA A40 \(simulated\)' GPUs",
+        ),
         (lambda: make_gpus(1), "measured on 2 GPU\\(s\\), but this job uses 1"),
         (lambda: [SimulatedGPU(synthetic_profile(), i, clock=CLOCK) for i in (2, 3)], "another set of GPUs"),
     ],
@@ -128,8 +130,10 @@ def test_a_profile_from_other_hardware_is_rejected(tmp_path: Path, gpus, message
         ("{not json", "not valid JSON"),
         ('[{"power_limit_w": 300}]', "not a Zeus Suite power-limit profile"),
         ('{"kind": "zeus-suite/power-limit-profile", "version": 99}', "version 99"),
-        ('{"kind": "zeus-suite/power-limit-profile", "version": 1, "hardware": {"gpu_model": "x"}}',
-         "malformed"),
+        (
+            '{"kind": "zeus-suite/power-limit-profile", "version": 1, "hardware": {"gpu_model": "x"}}',
+            "malformed",
+        ),
     ],
 )
 def test_a_malformed_profile_is_rejected(tmp_path: Path, content: str, message: str) -> None:
@@ -199,8 +203,11 @@ def test_a_finished_checkpoint_resumes_at_the_optimum() -> None:
     run_steps(plo, gpus, 40)
     state = plo.state_dict()
     plo.on_train_end()
-    assert state["state"] == {"kind": "done", "optimal_power_limit_w": 200.0,
-                              "reason": "every limit down to 100 W was profiled"}
+    assert state["state"] == {
+        "kind": "done",
+        "optimal_power_limit_w": 200.0,
+        "reason": "every limit down to 100 W was profiled",
+    }
     gpus = make_gpus(1)
     resumed = optimizer(gpus)
     resumed.load_state_dict(state)

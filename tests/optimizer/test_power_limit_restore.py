@@ -23,8 +23,14 @@ SCRIPT = Path(__file__).parent / "plo_exit_script.py"
 
 def start(mode: str, log: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    proc = subprocess.Popen([sys.executable, str(SCRIPT), mode, str(log)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), mode, str(log)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO_ROOT,
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     assert line.startswith("READY"), line + proc.stderr.read()  # type: ignore[union-attr]
@@ -79,8 +85,9 @@ def test_the_previous_python_handler_runs_after_the_restore_and_comes_back() -> 
     try:
         gpus = make_gpus(1)
         gpus[0].set_power_limit(260)
-        plo = GlobalPowerLimitOptimizer(monitor_of(gpus), Energy(), warmup_steps=1, profile_steps=2,
-                                        pl_step=50, early_stopping=None)
+        plo = GlobalPowerLimitOptimizer(
+            monitor_of(gpus), Energy(), warmup_steps=1, profile_steps=2, pl_step=50, early_stopping=None
+        )
         plo.on_train_begin()
         run_steps(plo, gpus, 6)
         assert gpus[0].get_power_limit() != 260 and signal.getsignal(signal.SIGTERM) != previous
@@ -112,8 +119,9 @@ def test_training_in_a_worker_thread_restores_without_signal_handlers() -> None:
 
     def train() -> None:
         try:
-            plo = GlobalPowerLimitOptimizer(monitor_of(gpus), Energy(), warmup_steps=1, profile_steps=2,
-                                            pl_step=50, early_stopping=None)
+            plo = GlobalPowerLimitOptimizer(
+                monitor_of(gpus), Energy(), warmup_steps=1, profile_steps=2, pl_step=50, early_stopping=None
+            )
             plo.on_train_begin()
             assert signal.getsignal(signal.SIGTERM) == before
             run_steps(plo, gpus, 20)

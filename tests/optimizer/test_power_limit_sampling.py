@@ -109,23 +109,41 @@ def test_merging_sampled_visits_equals_summarising_them_at_once() -> None:
     energies = [t * rng.gauss(250, 10) for t in times]
     whole = M.from_samples(175, times, energies, 2, steps=steps)
     merged = M.from_samples(175, times[:5], energies[:5], 2, steps=steps[:5]).merge(
-        M.from_samples(175, times[5:], energies[5:], 2, steps=steps[5:]))
-    for field in ("steps", "samples", "time_per_step_s", "energy_per_step_j", "time_var_s2", "energy_var_j2",
-                  "covariance_js"):
+        M.from_samples(175, times[5:], energies[5:], 2, steps=steps[5:])
+    )
+    for field in (
+        "steps",
+        "samples",
+        "time_per_step_s",
+        "energy_per_step_j",
+        "time_var_s2",
+        "energy_var_j2",
+        "covariance_js",
+    ):
         assert getattr(merged, field) == pytest.approx(getattr(whole, field), rel=1e-9), field
 
 
 def test_measurements_without_samples_mean_one_per_step() -> None:
-    old = {"power_limit_w": 250, "steps": 40, "time_per_step_s": 0.5, "energy_per_step_j": 100.0,
-           "time_var_s2": 1e-4, "energy_var_j2": 4.0, "covariance_js": 0.0, "num_gpus": 1}
+    old = {
+        "power_limit_w": 250,
+        "steps": 40,
+        "time_per_step_s": 0.5,
+        "energy_per_step_j": 100.0,
+        "time_var_s2": 1e-4,
+        "energy_var_j2": 4.0,
+        "covariance_js": 0.0,
+        "num_gpus": 1,
+    }
     m = M.from_dict(old)  # a profile file written before samples existed
     assert m.samples == 40 and m.dof == 39 and m == M(250, 40, 0.5, 100.0, 1e-4, 4.0, 0.0, 1)
     assert M.from_dict(m.to_dict()) == m
     assert M.from_dict({**old, "samples": 8}).dof == 7
     with pytest.raises(ZeusProfileError, match="samples <= steps"):
         M(250, 4, 0.5, 100.0, samples=5)
-    assert "(40 steps, ±" in m.describe() and "(40 steps in 8 samples, ±" in M.from_dict(
-        {**old, "samples": 8}).describe()
+    assert (
+        "(40 steps, ±" in m.describe()
+        and "(40 steps in 8 samples, ±" in M.from_dict({**old, "samples": 8}).describe()
+    )
 
 
 # -- the optimizer ---------------------------------------------------------------------------------------
@@ -152,12 +170,20 @@ def test_short_steps_are_grouped_and_the_survey_needs_min_samples(
     min_sample_s: float, min_samples: int, per_sample: int, sample_steps: list[int]
 ) -> None:
     survey = sum(sample_steps)
-    flat = MeasuredProfile(points=[(w, 0.05, float(w)) for w in (100, 200, 300)], gpu_name="NVIDIA A40",
-                           constraints=PowerLimitConstraints(100.0, 300.0, 300.0))
+    flat = MeasuredProfile(
+        points=[(w, 0.05, float(w)) for w in (100, 200, 300)],
+        gpu_name="NVIDIA A40",
+        constraints=PowerLimitConstraints(100.0, 300.0, 300.0),
+    )
     gpus = make_gpus(1, behavior=flat)
-    plo = GlobalPowerLimitOptimizer(monitor_of(gpus), Energy(), warmup_steps=1, pl_step=100,
-                                    early_stopping=EarlyStopping(min_samples=min_samples),
-                                    min_sample_s=min_sample_s)
+    plo = GlobalPowerLimitOptimizer(
+        monitor_of(gpus),
+        Energy(),
+        warmup_steps=1,
+        pl_step=100,
+        early_stopping=EarlyStopping(min_samples=min_samples),
+        min_sample_s=min_sample_s,
+    )
     reads: list[str] = []
     real_read = plo.monitor.read_window
     plo.monitor.read_window = lambda name, *a, **k: (reads.append(name), real_read(name, *a, **k))[1]
@@ -181,8 +207,11 @@ def test_short_steps_are_grouped_and_the_survey_needs_min_samples(
 
 
 def test_a_profile_too_short_for_min_samples_warns_and_falls_back_to_full_measurements(caplog) -> None:
-    flat = MeasuredProfile(points=[(w, 0.01, float(w)) for w in (100, 300)], gpu_name="NVIDIA A40",
-                           constraints=PowerLimitConstraints(100.0, 300.0, 300.0))
+    flat = MeasuredProfile(
+        points=[(w, 0.01, float(w)) for w in (100, 300)],
+        gpu_name="NVIDIA A40",
+        constraints=PowerLimitConstraints(100.0, 300.0, 300.0),
+    )
     gpus = make_gpus(1, behavior=flat)
     plo = GlobalPowerLimitOptimizer(monitor_of(gpus), Energy(), warmup_steps=1, profile_steps=40, pl_step=100)
     plo.on_train_begin()
@@ -199,17 +228,33 @@ def test_a_profile_too_short_for_min_samples_warns_and_falls_back_to_full_measur
 # Energy falls as the limit falls; 225 W is 11.5 % slower than 300 W, so MaxSlowdownConstraint(1.1)
 # must keep 250 W. A counter read after every step adds 3 ms to each 10 ms step, which makes 225 W
 # look only 8.8 % slower (14.15 / 13.0 ms), and its per-step energies are 0 or a whole counter update.
-_H100_LIKE = [(300, 0.0100, 300.0), (275, 0.0102, 275.0), (250, 0.0106, 240.0), (225, 0.01115, 205.0),
-              (200, 0.0125, 180.0), (175, 0.0145, 160.0), (150, 0.0170, 140.0), (125, 0.0210, 120.0),
-              (100, 0.0270, 100.0)]
+_H100_LIKE = [
+    (300, 0.0100, 300.0),
+    (275, 0.0102, 275.0),
+    (250, 0.0106, 240.0),
+    (225, 0.01115, 205.0),
+    (200, 0.0125, 180.0),
+    (175, 0.0145, 160.0),
+    (150, 0.0170, 140.0),
+    (125, 0.0210, 120.0),
+    (100, 0.0270, 100.0),
+]
 
 
 def _run_coarse(min_sample_s: float) -> tuple[GlobalPowerLimitOptimizer, dict[float, int], CoarseCounterGPU]:
-    behavior = MeasuredProfile(points=list(_H100_LIKE), gpu_name="NVIDIA H100",
-                               constraints=PowerLimitConstraints(100.0, 300.0, 300.0))
+    behavior = MeasuredProfile(
+        points=list(_H100_LIKE),
+        gpu_name="NVIDIA H100",
+        constraints=PowerLimitConstraints(100.0, 300.0, 300.0),
+    )
     gpu = CoarseCounterGPU(behavior, clock=VirtualClock(), noise=0.02, seed=4, update_s=0.05, read_s=0.003)
-    plo = GlobalPowerLimitOptimizer(monitor_of([gpu]), MaxSlowdownConstraint(1.1), warmup_steps=10,
-                                    profile_steps=400, min_sample_s=min_sample_s)
+    plo = GlobalPowerLimitOptimizer(
+        monitor_of([gpu]),
+        MaxSlowdownConstraint(1.1),
+        warmup_steps=10,
+        profile_steps=400,
+        min_sample_s=min_sample_s,
+    )
     reads: dict[float, int] = {}
     real_read = plo.monitor.read_window
 
@@ -267,12 +312,15 @@ def test_a_coarse_energy_counter_with_short_steps_is_read_per_sample_not_per_ste
     # (Standard errors scaled by sqrt(steps) compare them at equal steps: tied contenders may be
     # refined past profile_steps, to different totals in the two runs.)
     full = {m.power_limit_w: m for m in per_step.measurements if m.steps >= 400}
-    compared = [(m, full[m.power_limit_w]) for m in sampled.measurements
-                if m.steps >= 400 and m.power_limit_w in full]
+    compared = [
+        (m, full[m.power_limit_w]) for m in sampled.measurements if m.steps >= 400 and m.power_limit_w in full
+    ]
     assert compared
     for m, old in compared:
-        assert (3 * m.power_stderr() / m.average_power_w * m.steps**0.5
-                < old.power_stderr() / old.average_power_w * old.steps**0.5)
+        assert (
+            3 * m.power_stderr() / m.average_power_w * m.steps**0.5
+            < old.power_stderr() / old.average_power_w * old.steps**0.5
+        )
     # Early stopping works again: limits that are clearly worse stop after a few samples.
     assert min(m.steps for m in sampled.measurements) < 200
     assert sum(m.steps for m in sampled.measurements) < sum(m.steps for m in per_step.measurements)

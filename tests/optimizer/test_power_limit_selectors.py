@@ -133,8 +133,14 @@ def test_merging_two_visits_equals_measuring_them_at_once() -> None:
     e = [rng.gauss(120, 5) + 100 * (x - 0.5) for x in t]
     whole = M.from_samples(200, t, e, 1)
     merged = M.from_samples(200, t[:10], e[:10], 1).merge(M.from_samples(200, t[10:], e[10:], 1))
-    fields = ("steps", "time_per_step_s", "energy_per_step_j", "time_var_s2", "energy_var_j2",
-              "covariance_js")
+    fields = (
+        "steps",
+        "time_per_step_s",
+        "energy_per_step_j",
+        "time_var_s2",
+        "energy_var_j2",
+        "covariance_js",
+    )
     for field in fields:
         assert getattr(merged, field) == pytest.approx(getattr(whole, field), rel=1e-9), field
     with pytest.raises(ZeusConfigError, match="different limits"):
@@ -191,8 +197,12 @@ def test_sweep_stops_after_patience_significant_rises_beyond_the_margin() -> Non
 
 
 def test_contenders_are_the_limits_not_significantly_worse_than_the_best() -> None:
-    ms = [noisy(300, 0.50, 140.0, 0.03), noisy(275, 0.51, 121.0, 0.03), noisy(250, 0.55, 120.0, 0.03),
-          noisy(225, 0.60, 150.0, 0.03)]
+    ms = [
+        noisy(300, 0.50, 140.0, 0.03),
+        noisy(275, 0.51, 121.0, 0.03),
+        noisy(250, 0.55, 120.0, 0.03),
+        noisy(225, 0.60, 150.0, 0.03),
+    ]
     assert [m.power_limit_w for m in Energy().contenders(ms, RULE)] == [275, 250]
     assert [m.power_limit_w for m in Time().contenders(ms, RULE)] == [300, 275]
     precise = [noisy(275, 0.51, 121.0, 0.001, 40), noisy(250, 0.55, 120.0, 0.001, 40)]
@@ -259,8 +269,10 @@ def test_tied_contenders_are_refined_past_profile_steps_until_settled() -> None:
     # Precise enough to say the choice is < 0.5 % costlier than the other: settled, done.
     precise = [_m(300, 400, 0.2000, 80.0), _m(275, 400, 0.2004, 75.0)]
     assert Time().settled(precise, rule) and not Time().settled(precise, EarlyStopping(tie_tol=0.0))
-    assert next_action(precise, [300.0, 275.0], Time(), EarlyStopping(max_refine_steps=1000), 40).kind \
+    assert (
+        next_action(precise, [300.0, 275.0], Time(), EarlyStopping(max_refine_steps=1000), 40).kind
         is ActionKind.DONE
+    )
     # A real 1 % gap is not settled, however precise: it is told apart instead.
     gap = [_m(300, 400, 0.2000, 80.0, 0.01), _m(275, 400, 0.2020, 75.0, 0.01)]
     assert len(Time().contenders(gap, rule)) == 1

@@ -29,8 +29,9 @@ SMALL = dict(wait_steps=1, warmup_steps=2, profile_steps=3, pl_step=50)
 
 def exhaustive(gpus, selector=None, **kw) -> GlobalPowerLimitOptimizer:
     """Zeus's sweep with small step counts: 300, 250, 200, 150, 100 W."""
-    return GlobalPowerLimitOptimizer(monitor_of(gpus), selector or Energy(), **{**SMALL, **kw},
-                                     early_stopping=None)
+    return GlobalPowerLimitOptimizer(
+        monitor_of(gpus), selector or Energy(), **{**SMALL, **kw}, early_stopping=None
+    )
 
 
 def test_the_constructor_only_validates_and_stores() -> None:
@@ -61,8 +62,10 @@ def test_exhaustive_sweep_visits_every_limit_in_order() -> None:
     assert gpus[0].get_power_limit() == 300  # restored
 
 
-@pytest.mark.parametrize(("selector", "optimum"), [(Time(), 300), (Energy(), 200), (ZeusCost(0.5), 250),
-                                                   (MaxSlowdownConstraint(1.1), 250)])
+@pytest.mark.parametrize(
+    ("selector", "optimum"),
+    [(Time(), 300), (Energy(), 200), (ZeusCost(0.5), 250), (MaxSlowdownConstraint(1.1), 250)],
+)
 def test_the_selector_decides_and_the_optimum_stays_set(selector, optimum: float) -> None:
     gpus = make_gpus(2)
     plo = exhaustive(gpus, selector)
@@ -116,8 +119,17 @@ def test_states_along_the_way() -> None:
 
 def test_early_stopping_surveys_then_refines_contenders() -> None:
     # Energy per step (J): 300 W: 60, 275: 55, 250: 47.5, 225: 47, 200: 46.5, 175: 52.5, 150: 55, ...
-    rows = [(300, 0.2), (275, 0.2), (250, 0.19), (225, 0.209), (200, 0.2325), (175, 0.3), (150, 0.3667),
-            (125, 0.5), (100, 0.8)]
+    rows = [
+        (300, 0.2),
+        (275, 0.2),
+        (250, 0.19),
+        (225, 0.209),
+        (200, 0.2325),
+        (175, 0.3),
+        (150, 0.3667),
+        (125, 0.5),
+        (100, 0.8),
+    ]
     close = MeasuredProfile(points=[(w, t, float(w)) for w, t in rows], gpu_name="NVIDIA A40")
     gpus = make_gpus(1, behavior=close, noise=0.02, seed=3)
     plo = GlobalPowerLimitOptimizer(monitor_of(gpus), Energy(), warmup_steps=2)
@@ -192,8 +204,10 @@ def test_no_permission_fails_at_construction_with_the_fix() -> None:
 
 def test_mixed_gpus_and_bad_arguments_are_refused() -> None:
     clock = VirtualClock()
-    mixed = [SimulatedGPU(PhysicalModel.a40(), 0, clock=clock),
-             SimulatedGPU(PhysicalModel.a100(), 1, clock=clock)]
+    mixed = [
+        SimulatedGPU(PhysicalModel.a40(), 0, clock=clock),
+        SimulatedGPU(PhysicalModel.a100(), 1, clock=clock),
+    ]
     with pytest.raises(ZeusConfigError, match="same model"):
         GlobalPowerLimitOptimizer(monitor_of(mixed))
     monitor = monitor_of(make_gpus(1))
@@ -282,13 +296,21 @@ def test_context_manager_and_close_restore() -> None:
 def test_steps_per_limit_follow_the_early_stopping_knobs() -> None:
     gpus = make_gpus(1, noise=0.0)
     rule = EarlyStopping(min_steps=4, min_samples=2, check_every=2)
-    plo = GlobalPowerLimitOptimizer(monitor_of(gpus), Energy(), warmup_steps=1, profile_steps=12,
-                                    early_stopping=rule)
+    plo = GlobalPowerLimitOptimizer(
+        monitor_of(gpus), Energy(), warmup_steps=1, profile_steps=12, early_stopping=rule
+    )
     plo.on_train_begin()
     run_steps(plo, gpus, 200)
     # Noise-free steps have zero spread: the survey's 4 steps already separate every limit. They
     # are 2 samples where steps are shorter than 0.25 s (two steps per sample), else 4.
-    assert {m.power_limit_w: (m.steps, m.samples) for m in plo.measurements} == \
-        {300: (4, 2), 275: (4, 2), 250: (4, 2), 225: (4, 2), 200: (4, 2), 175: (4, 4), 150: (4, 4)}
+    assert {m.power_limit_w: (m.steps, m.samples) for m in plo.measurements} == {
+        300: (4, 2),
+        275: (4, 2),
+        250: (4, 2),
+        225: (4, 2),
+        200: (4, 2),
+        175: (4, 4),
+        150: (4, 4),
+    }
     assert plo.optimal_power_limit_w == 200
     plo.on_train_end()

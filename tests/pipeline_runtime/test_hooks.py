@@ -138,7 +138,10 @@ def test_adapters_import_no_framework_and_name_the_extra_when_missing(
     from zeus_integrations.pipeline import megatron as zeus_megatron
 
     # Hide the frameworks, including submodules earlier tests may have imported.
-    for name in [m for m in sys.modules if m.split(".")[0] in ("deepspeed", "megatron")] + ["deepspeed", "megatron"]:
+    for name in [m for m in sys.modules if m.split(".")[0] in ("deepspeed", "megatron")] + [
+        "deepspeed",
+        "megatron",
+    ]:
         monkeypatch.setitem(sys.modules, name, None)
     with pytest.raises(ModuleNotFoundError, match=r"pip install 'zeus-suite\[pipeline\]'"):
         zeus_ds.attach(Recorder(), object())

@@ -125,7 +125,6 @@ def test_noise_free_cost_takes_the_luck_of_the_run_draws_out(tmp_path):
         assert noise_free_cost(trace, r) == pytest.approx(8 * 4 * epoch_cost)
 
 
-
 def test_noise_free_cost_keeps_failed_trials_and_profiling_overhead(toy):
     # In the toy trace every batch size converges in one number of epochs only, so nothing is luck:
     # failed trials (runs that never converge) and the profiling epochs keep their cost.

@@ -66,8 +66,10 @@ def _translate(err: Exception, call: str) -> ZeusError:
     if code in (_NOT_SUPPORTED, _NOT_YET_IMPLEMENTED):
         return ZeusNotSupportedError(f"{call}: this GPU or driver does not support it ({err}).")
     if code in (_INVAL, _INPUT_OUT_OF_BOUNDS, _NOT_FOUND):
-        return ZeusConfigError(f"{call}: amdsmi rejected the argument ({err}). Check the value against the "
-                               "GPU's supported range (`zeus-suite env` shows it).")
+        return ZeusConfigError(
+            f"{call}: amdsmi rejected the argument ({err}). Check the value against the "
+            "GPU's supported range (`zeus-suite env` shows it)."
+        )
     return ZeusDeviceError(f"{call}: amdsmi failed ({err}). Check that `amd-smi list` works.")
 
 
@@ -277,7 +279,10 @@ class AMDGPU(GPU):
         if not clocks:
             raise ZeusNotSupportedError(f"GPU {self.index}: amdsmi lists no graphics clocks to reset to.")
         self._call(
-            "reset_locked_sm_frequency()", "amdsmi_set_gpu_clk_range", clocks[-1], clocks[0],
+            "reset_locked_sm_frequency()",
+            "amdsmi_set_gpu_clk_range",
+            clocks[-1],
+            clocks[0],
             self._amdsmi.AmdSmiClkType.GFX,
         )
 
@@ -344,13 +349,15 @@ def probe_amd(environ: Mapping[str, str] | None = None) -> tuple[list[AMDGPU], U
     if spec is None:
         hip_indices = sorted(handles)
     else:
+
         def uuids() -> list[str]:
             return [AMDGPU(i, i).uuid for i in range(count)]
 
         hip_indices = parse_visible_devices(spec, count, uuids, variable)
         if not hip_indices:
             return [], Unavailable(
-                "AMD GPUs", f"{variable}={spec!r} hides all {count} AMD GPU(s).",
+                "AMD GPUs",
+                f"{variable}={spec!r} hides all {count} AMD GPU(s).",
                 f"unset {variable}, or list the GPUs to use (e.g. {variable}=0,1).",
             )
     if not hip_indices:

@@ -149,9 +149,7 @@ def parse_visible_devices(
                     else f"{variable}={spec!r}: there is no GPU {index}; this machine has no GPUs."
                 )
         if index in indices:
-            raise ZeusConfigError(
-                f"{variable}={spec!r} lists GPU {entry!r} twice. List each GPU once."
-            )
+            raise ZeusConfigError(f"{variable}={spec!r} lists GPU {entry!r} twice. List each GPU once.")
         indices.append(index)
     return indices
 
@@ -225,9 +223,13 @@ def _rapl_status(sysfs_root: str | Path) -> tuple[list[CPU], list[Unavailable]]:
         return [], [Unavailable("CPU energy (RAPL)", f"the RAPL backend could not be imported ({e}).")]
     except ZeusPermissionError as e:
         message = str(e)
-        fix = "" if "Fix:" in message else (
-            f"run as root, or let every user read the counters (until reboot): "
-            f"`sudo chmod a+r {sysfs_root}/intel-rapl:*/energy_uj {sysfs_root}/intel-rapl:*/*/energy_uj`."
+        fix = (
+            ""
+            if "Fix:" in message
+            else (
+                f"run as root, or let every user read the counters (until reboot): "
+                f"`sudo chmod a+r {sysfs_root}/intel-rapl:*/energy_uj {sysfs_root}/intel-rapl:*/*/energy_uj`."
+            )
         )
         return [], [Unavailable("CPU energy (RAPL)", message, fix)]
     except ZeusError as e:

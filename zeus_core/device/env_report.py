@@ -63,14 +63,19 @@ def gpu_capabilities(gpu: GPU) -> dict[str, Any]:
     current, err2 = _try(gpu.get_power_limit)
     info["power_limit_w"] = (
         {"min": limits.min_w, "max": limits.max_w, "default": limits.default_w, "current": current}
-        if limits is not None else {"error": err}
+        if limits is not None
+        else {"error": err}
     )
-    queries = (("sm_clocks", gpu.supported_sm_frequencies), ("memory_clocks", gpu.supported_memory_frequencies))
+    queries = (
+        ("sm_clocks", gpu.supported_sm_frequencies),
+        ("memory_clocks", gpu.supported_memory_frequencies),
+    )
     for key, query in queries:
         clocks, err = _try(query)
         info[key] = (
             {"count": len(clocks), "max": max(clocks, default=None), "min": min(clocks, default=None)}
-            if clocks is not None else {"error": err}
+            if clocks is not None
+            else {"error": err}
         )
     try:
         gpu.check_control_permission()
@@ -88,8 +93,10 @@ def report_dict(report: DeviceReport) -> dict[str, Any]:
     """The whole report as JSON-safe values."""
     return {
         "gpus": [gpu_capabilities(g) for g in report.gpus],
-        "cpus": [{"index": c.index, "name": c.name, "dram": c.has_dram, "simulated": c.simulated}
-                 for c in report.cpus],
+        "cpus": [
+            {"index": c.index, "name": c.name, "dram": c.has_dram, "simulated": c.simulated}
+            for c in report.cpus
+        ],
         "visibility": dict(report.visibility),
         "missing": [{"what": m.what, "reason": m.reason, "fix": m.fix} for m in report.missing],
         "simulated": any(g.simulated for g in report.gpus),
@@ -120,22 +127,41 @@ def _render(data: dict[str, Any]) -> None:
     console.print(f"[bold]Zeus Suite environment[/bold]{tag}")
 
     gpus = Table(title="GPUs", title_justify="left")
-    for col in ("GPU", "Name", "Backend index", "Energy", "Power limit (W)", "SM clocks", "Memory clocks",
-                "May set limits/clocks"):
+    for col in (
+        "GPU",
+        "Name",
+        "Backend index",
+        "Energy",
+        "Power limit (W)",
+        "SM clocks",
+        "Memory clocks",
+        "May set limits/clocks",
+    ):
         gpus.add_column(col)
     for g in data["gpus"]:
-        name = escape(str(g["name"])) + (" [yellow](simulated)[/yellow]" if g["simulated"]
-                                         and "simulated" not in str(g["name"]) else "")
+        name = escape(str(g["name"])) + (
+            " [yellow](simulated)[/yellow]" if g["simulated"] and "simulated" not in str(g["name"]) else ""
+        )
         remapped = g["backend_index"] not in (None, g["index"])
         backend = f"{g['vendor'].upper()} {g['backend_index']}" if remapped else ""
         energy = "hardware counter" if g["energy"] == "counter" else "estimated (power sampling)"
         pl = g["power_limit_w"]
-        limit = (f"{pl['min']:g}-{pl['max']:g} (default {pl['default']:g}, now "
-                 f"{pl['current']:g})" if "error" not in pl and pl["current"] is not None
-                 else escape(str(pl.get("error", "unknown"))))
+        limit = (
+            f"{pl['min']:g}-{pl['max']:g} (default {pl['default']:g}, now {pl['current']:g})"
+            if "error" not in pl and pl["current"] is not None
+            else escape(str(pl.get("error", "unknown")))
+        )
         control = {"yes": "[green]yes[/green]", "no": "[red]no[/red]"}.get(g["control"], g["control"])
-        gpus.add_row(f"cuda:{g['index']}", name, backend, energy, limit,
-                     _fmt_range(g["sm_clocks"], "MHz"), _fmt_range(g["memory_clocks"], "MHz"), control)
+        gpus.add_row(
+            f"cuda:{g['index']}",
+            name,
+            backend,
+            energy,
+            limit,
+            _fmt_range(g["sm_clocks"], "MHz"),
+            _fmt_range(g["memory_clocks"], "MHz"),
+            control,
+        )
     if data["gpus"]:
         console.print(gpus)
     else:
@@ -149,12 +175,16 @@ def _render(data: dict[str, Any]) -> None:
         console.print(f"  {', '.join(where)}: {escape(detail)}")
 
     if data["visibility"]:
-        console.print("[bold]Device visibility:[/bold] " + ", ".join(
-            f"{k}={v!r}" for k, v in data["visibility"].items()))
+        console.print(
+            "[bold]Device visibility:[/bold] "
+            + ", ".join(f"{k}={v!r}" for k, v in data["visibility"].items())
+        )
         for g in data["gpus"]:
             if g["backend_index"] is not None:
-                console.print(f"  cuda:{g['index']} -> {g['vendor'].upper()} device {g['backend_index']} "
-                              f"({escape(str(g['uuid']))})")
+                console.print(
+                    f"  cuda:{g['index']} -> {g['vendor'].upper()} device {g['backend_index']} "
+                    f"({escape(str(g['uuid']))})"
+                )
 
     if data["cpus"]:
         cpus = Table(title="CPU packages (RAPL)", title_justify="left")
@@ -174,8 +204,10 @@ def _render(data: dict[str, Any]) -> None:
             missing.add_row(escape(m["what"]), escape(m["reason"]), escape(m["fix"]))
         console.print(missing)
     if not data["gpus"]:
-        console.print("Without a GPU, ZeusMonitor measures CPU/DRAM only. Try `zeus-suite env --simulate`, "
-                      "or measure a SimulatedGPU (zeus_core.SimulatedGPU).")
+        console.print(
+            "Without a GPU, ZeusMonitor measures CPU/DRAM only. Try `zeus-suite env --simulate`, "
+            "or measure a SimulatedGPU (zeus_core.SimulatedGPU)."
+        )
 
 
 def run(args: argparse.Namespace) -> int:

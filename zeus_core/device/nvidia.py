@@ -72,14 +72,20 @@ def _translate(err: Exception, call: str) -> ZeusError:
             "or avoid this feature (e.g. energy is then estimated from sampled power)."
         )
     if code in (_INVALID_ARGUMENT, _NOT_FOUND):
-        return ZeusConfigError(f"{call}: NVML rejected the argument ({err}). Check the value against the "
-                               "GPU's supported range (`zeus-suite env` shows it).")
+        return ZeusConfigError(
+            f"{call}: NVML rejected the argument ({err}). Check the value against the "
+            "GPU's supported range (`zeus-suite env` shows it)."
+        )
     if code in (_GPU_IS_LOST, _RESET_REQUIRED):
-        return ZeusDeviceError(f"{call}: the GPU stopped responding ({err}). Reset it (`nvidia-smi -r`) "
-                               "or reboot; check `dmesg` for Xid errors.")
+        return ZeusDeviceError(
+            f"{call}: the GPU stopped responding ({err}). Reset it (`nvidia-smi -r`) "
+            "or reboot; check `dmesg` for Xid errors."
+        )
     if code in (_DRIVER_NOT_LOADED, _LIBRARY_NOT_FOUND, _LIB_RM_VERSION_MISMATCH):
-        return ZeusDeviceError(f"{call}: the NVIDIA driver is unusable ({err}). Install or reload the "
-                               "driver until `nvidia-smi` works (after a driver update, reboot).")
+        return ZeusDeviceError(
+            f"{call}: the NVIDIA driver is unusable ({err}). Install or reload the "
+            "driver until `nvidia-smi` works (after a driver update, reboot)."
+        )
     return ZeusDeviceError(f"{call}: NVML failed ({err}).")
 
 
@@ -377,6 +383,7 @@ def probe_nvidia(environ: Mapping[str, str] | None = None) -> tuple[list[NVIDIAG
     if spec is None:
         nvml_indices = list(range(count))
     else:
+
         def uuids() -> list[str]:
             out = []
             for i in range(count):

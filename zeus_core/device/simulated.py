@@ -254,8 +254,13 @@ class PhysicalModel(GpuBehavior):
     def a100(cls, **overrides: float) -> "PhysicalModel":
         """An NVIDIA A100 (SXM4 40 GB)-like model (100–400 W, 210–1410 MHz)."""
         params = dict(
-            gpu_name="NVIDIA A100-SXM4-40GB", f_min_mhz=210, f_max_mhz=1410, static_power_w=90.0,
-            dynamic_power_w=310.0, constraints=PowerLimitConstraints(100.0, 400.0, 400.0), idle_power_w=50.0,
+            gpu_name="NVIDIA A100-SXM4-40GB",
+            f_min_mhz=210,
+            f_max_mhz=1410,
+            static_power_w=90.0,
+            dynamic_power_w=310.0,
+            constraints=PowerLimitConstraints(100.0, 400.0, 400.0),
+            idle_power_w=50.0,
         )
         params.update(overrides)
         return cls(**params)  # type: ignore[arg-type]
@@ -264,8 +269,13 @@ class PhysicalModel(GpuBehavior):
     def h100(cls, **overrides: float) -> "PhysicalModel":
         """An NVIDIA H100 (SXM5)-like model (200–700 W, 345–1980 MHz)."""
         params = dict(
-            gpu_name="NVIDIA H100 80GB HBM3", f_min_mhz=345, f_max_mhz=1980, static_power_w=120.0,
-            dynamic_power_w=580.0, constraints=PowerLimitConstraints(200.0, 700.0, 700.0), idle_power_w=70.0,
+            gpu_name="NVIDIA H100 80GB HBM3",
+            f_min_mhz=345,
+            f_max_mhz=1980,
+            static_power_w=120.0,
+            dynamic_power_w=580.0,
+            constraints=PowerLimitConstraints(200.0, 700.0, 700.0),
+            idle_power_w=70.0,
         )
         params.update(overrides)
         return cls(**params)  # type: ignore[arg-type]
@@ -503,4 +513,3 @@ def simulate_steps(gpus: Sequence[SimulatedGPU], n: int = 1) -> float:
     for g, b in zip(gpus, was_busy):
         g.set_busy(b)
     return total
-

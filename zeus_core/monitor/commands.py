@@ -47,16 +47,23 @@ _FORWARDED = (signal.SIGINT, signal.SIGTERM)
 def add_device_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--simulate``, ``--gpu-indices`` and ``--cpu-indices`` to ``parser``."""
     parser.add_argument(
-        "--simulate", action="store_true",
+        "--simulate",
+        action="store_true",
         help="measure simulated NVIDIA A40 GPUs (busy throughout) instead of real ones; "
         "for machines without a GPU. Every output line then says 'simulated'.",
     )
     parser.add_argument(
-        "--gpu-indices", type=int, nargs="+", metavar="I",
+        "--gpu-indices",
+        type=int,
+        nargs="+",
+        metavar="I",
         help="GPUs to measure, as CUDA numbers them (default: all; with --simulate: 0)",
     )
     parser.add_argument(
-        "--cpu-indices", type=int, nargs="*", metavar="I",
+        "--cpu-indices",
+        type=int,
+        nargs="*",
+        metavar="I",
         help="CPU packages to measure through RAPL (default: all readable; no value: none)",
     )
 
@@ -79,8 +86,9 @@ def select_devices(
     if simulate:
         from zeus_core.device.simulated import PhysicalModel, SimulatedGPU
 
-        gpus: list[GPU] = [SimulatedGPU(PhysicalModel.a40(), index=i, busy=True)
-                           for i in dict.fromkeys(gpu_indices or [0])]
+        gpus: list[GPU] = [
+            SimulatedGPU(PhysicalModel.a40(), index=i, busy=True) for i in dict.fromkeys(gpu_indices or [0])
+        ]
     else:
         from zeus_core.device.discovery import get_gpus
 
@@ -163,8 +171,12 @@ def render_report(title: str, m: Measurement, gpus: Sequence[GPU], cpus: Sequenc
             e = m.dram_energy[c.index]
             table.add_row(f"DRAM {c.index}", f"{e:.1f}", power(e), source(c.simulated, "RAPL counter"))
     estimated = " (includes estimates)" if m.estimated else ""
-    table.add_row("Total", f"{m.total_energy:.1f}", power(m.total_energy),
-                  ("simulated" if sim else "all devices above") + estimated)
+    table.add_row(
+        "Total",
+        f"{m.total_energy:.1f}",
+        power(m.total_energy),
+        ("simulated" if sim else "all devices above") + estimated,
+    )
     return Group(Text(f"{title}{tag}"), Text(f"Time: {m.time:.2f} s{tag}"), table)
 
 
@@ -173,11 +185,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``zeus-suite measure``."""
     add_device_arguments(parser)
     parser.add_argument(
-        "--csv", type=Path, metavar="FILE",
+        "--csv",
+        type=Path,
+        metavar="FILE",
         help="append one row (time, energy per device, exit code) to this CSV file",
     )
-    parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...",
-                        help="the command to run and measure")
+    parser.add_argument(
+        "cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command to run and measure"
+    )
     parser.epilog = "Example: zeus-suite measure -- python train.py --epochs 3"
 
 
@@ -187,8 +202,10 @@ def run(args: argparse.Namespace) -> int:
     if command and command[0] == "--":
         command = command[1:]
     if not command:
-        print("zeus-suite measure: give the command to run, e.g. `zeus-suite measure -- python train.py`.",
-              file=sys.stderr)
+        print(
+            "zeus-suite measure: give the command to run, e.g. `zeus-suite measure -- python train.py`.",
+            file=sys.stderr,
+        )
         return 2
     try:
         gpus, cpus, notes = select_devices(args.simulate, args.gpu_indices, args.cpu_indices)

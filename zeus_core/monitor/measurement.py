@@ -36,11 +36,7 @@ class Measurement:
     @property
     def total_energy(self) -> float:
         """Energy of every measured device (GPUs, CPU packages and DRAM), J."""
-        return (
-            sum(self.gpu_energy.values())
-            + sum(self.cpu_energy.values())
-            + sum(self.dram_energy.values())
-        )
+        return sum(self.gpu_energy.values()) + sum(self.cpu_energy.values()) + sum(self.dram_energy.values())
 
     @property
     def average_power(self) -> float:
@@ -54,8 +50,10 @@ class Measurement:
 
     def describe(self) -> str:
         """A one-line summary, e.g. ``"12.30 s, 3456.0 J (GPU 0: 3000.0 J, ...) [simulated]"``."""
-        parts = [f"GPU {i}: {e:.1f} J" + (" (estimated)" if i in self.estimated_gpus else "")
-                 for i, e in self.gpu_energy.items()]
+        parts = [
+            f"GPU {i}: {e:.1f} J" + (" (estimated)" if i in self.estimated_gpus else "")
+            for i, e in self.gpu_energy.items()
+        ]
         parts += [f"CPU {i}: {e:.1f} J" for i, e in self.cpu_energy.items()]
         parts += [f"DRAM {i}: {e:.1f} J" for i, e in self.dram_energy.items()]
         tag = " [simulated]" if self.simulated else ""

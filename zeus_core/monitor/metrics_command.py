@@ -38,11 +38,20 @@ class _Stop(Exception):
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``zeus-suite metrics``."""
     add_device_arguments(parser)
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, metavar="PORT",
-                        help=f"TCP port to listen on (default {DEFAULT_PORT}; 0 picks a free one, printed)")
-    parser.add_argument("--addr", default="127.0.0.1", metavar="ADDR",
-                        help="address to listen on (default 127.0.0.1: this machine only; "
-                        "0.0.0.0 lets other machines scrape)")
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        metavar="PORT",
+        help=f"TCP port to listen on (default {DEFAULT_PORT}; 0 picks a free one, printed)",
+    )
+    parser.add_argument(
+        "--addr",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="address to listen on (default 127.0.0.1: this machine only; "
+        "0.0.0.0 lets other machines scrape)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,8 +64,11 @@ def run(args: argparse.Namespace) -> int:
     for note in notes:
         logger.warning("%s", note)
     if not gpus and not cpus:
-        print("zeus-suite metrics: nothing to export (no GPU, no readable RAPL). See `zeus-suite env`, "
-              "or try --simulate.", file=sys.stderr)
+        print(
+            "zeus-suite metrics: nothing to export (no GPU, no readable RAPL). See `zeus-suite env`, "
+            "or try --simulate.",
+            file=sys.stderr,
+        )
         return 1
     from zeus_core.monitor.energy import ZeusMonitor
     from zeus_core.monitor.prometheus import PrometheusExporter
@@ -74,8 +86,11 @@ def run(args: argparse.Namespace) -> int:
             return 2
         with exporter:
             sim = " [simulated]" if monitor.simulated else ""
-            print(f"zeus-suite metrics: serving {server.url} for {len(gpus)} GPU(s), {len(cpus)} CPU "
-                  f"package(s){sim}; Ctrl-C to stop", flush=True)
+            print(
+                f"zeus-suite metrics: serving {server.url} for {len(gpus)} GPU(s), {len(cpus)} CPU "
+                f"package(s){sim}; Ctrl-C to stop",
+                flush=True,
+            )
             for device in (*gpus, *cpus):
                 print(f"  {device.describe()}", flush=True)
             _wait_for_signal()
@@ -91,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _wait_for_signal() -> None:
     """Block until Ctrl-C or SIGTERM (KeyboardInterrupt only, outside the main thread)."""
+
     def on_signal(signum: int, frame: object) -> None:
         raise _Stop
 

@@ -63,10 +63,12 @@ class _Ring:
         """Copies of the times and values, oldest first."""
         end = self._start + self._n
         if end <= len(self._t):
-            return self._t[self._start:end].copy(), self._v[self._start:end].copy()
+            return self._t[self._start : end].copy(), self._v[self._start : end].copy()
         wrap = end - len(self._t)
-        return (np.concatenate((self._t[self._start:], self._t[:wrap])),
-                np.concatenate((self._v[self._start:], self._v[:wrap])))
+        return (
+            np.concatenate((self._t[self._start :], self._t[:wrap])),
+            np.concatenate((self._v[self._start :], self._v[:wrap])),
+        )
 
 
 def _integrate(t: np.ndarray, w: np.ndarray, start: float, end: float) -> float:
@@ -208,12 +210,18 @@ class PowerMonitor:
             self.sample_now()
             self._stop = threading.Event()
             self._thread = threading.Thread(
-                target=_run, args=(weakref.ref(self), self._stop, self.interval_s),
-                name="zeus-power-monitor", daemon=True,
+                target=_run,
+                args=(weakref.ref(self), self._stop, self.interval_s),
+                name="zeus-power-monitor",
+                daemon=True,
             )
             self._thread.start()
-        logger.debug("PowerMonitor sampling %d GPU(s), %d CPU(s) every %.3f s",
-                     len(self.gpus), len(self.cpus), self.interval_s)
+        logger.debug(
+            "PowerMonitor sampling %d GPU(s), %d CPU(s) every %.3f s",
+            len(self.gpus),
+            len(self.cpus),
+            self.interval_s,
+        )
 
     def stop(self) -> None:
         """Stop the sampling thread and wait for it (idempotent). Samples stay queryable."""
@@ -359,7 +367,10 @@ class PowerMonitor:
             self._warned_evicted.add(device)
             logger.warning(
                 "PowerMonitor: %s's samples before t=%.3f s were dropped (capacity=%d); energy before it "
-                "is extrapolated. Raise capacity for windows this long.", device, t[0], self.capacity,
+                "is extrapolated. Raise capacity for windows this long.",
+                device,
+                t[0],
+                self.capacity,
             )
 
     # -- export ---------------------------------------------------------------------------------

@@ -34,14 +34,29 @@ class _Stop(Exception):
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``zeus-suite power``."""
     add_device_arguments(parser)
-    parser.add_argument("--interval", type=float, default=0.1, metavar="S",
-                        help="power sampling period, s (default 0.1)")
-    parser.add_argument("--display-interval", type=float, default=1.0, metavar="S",
-                        help="how often the live power is shown, s (default 1.0)")
-    parser.add_argument("--duration", type=float, default=None, metavar="S",
-                        help="stop after this many seconds (default: run until Ctrl-C)")
-    parser.add_argument("--csv", type=Path, metavar="FILE",
-                        help="write the power timeline (time_s,device,power_w,simulated) to this CSV file")
+    parser.add_argument(
+        "--interval", type=float, default=0.1, metavar="S", help="power sampling period, s (default 0.1)"
+    )
+    parser.add_argument(
+        "--display-interval",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="how often the live power is shown, s (default 1.0)",
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        metavar="S",
+        help="stop after this many seconds (default: run until Ctrl-C)",
+    )
+    parser.add_argument(
+        "--csv",
+        type=Path,
+        metavar="FILE",
+        help="write the power timeline (time_s,device,power_w,simulated) to this CSV file",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,8 +73,9 @@ def run(args: argparse.Namespace) -> int:
         from zeus_core.monitor.energy import ZeusMonitor
         from zeus_core.monitor.power import PowerMonitor
 
-        energy = ZeusMonitor(gpus=gpus, cpus=cpus, sync_execution_with=None,
-                             power_sample_interval_s=args.interval)
+        energy = ZeusMonitor(
+            gpus=gpus, cpus=cpus, sync_execution_with=None, power_sample_interval_s=args.interval
+        )
         power = PowerMonitor(gpus=gpus, cpus=cpus, interval_s=args.interval)
     except ZeusError as e:
         print(f"zeus-suite power: {e}", file=sys.stderr)
@@ -67,8 +83,11 @@ def run(args: argparse.Namespace) -> int:
     for note in notes:
         logger.warning("%s", note)
     if not gpus and not cpus:
-        print("zeus-suite power: nothing to measure (no GPU, no readable RAPL). See `zeus-suite env`, "
-              "or try --simulate.", file=sys.stderr)
+        print(
+            "zeus-suite power: nothing to measure (no GPU, no readable RAPL). See `zeus-suite env`, "
+            "or try --simulate.",
+            file=sys.stderr,
+        )
         return 1
 
     console = make_console(stderr=False)
@@ -101,8 +120,10 @@ def run(args: argparse.Namespace) -> int:
             signal.signal(s, handler)
         energy.close()
         power.stop()
-    console.print(render_report(f"zeus-suite power: {len(gpus)} GPU(s), {len(cpus)} CPU package(s)",
-                                m, gpus, cpus), soft_wrap=True)
+    console.print(
+        render_report(f"zeus-suite power: {len(gpus)} GPU(s), {len(cpus)} CPU package(s)", m, gpus, cpus),
+        soft_wrap=True,
+    )
     if args.csv is not None:
         try:
             power.to_csv(args.csv)

@@ -38,20 +38,59 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 DEFAULT_ENERGY_BUCKETS_J: tuple[float, ...] = (
-    1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1e3, 2.5e3, 5e3,
-    1e4, 2.5e4, 5e4, 1e5, 2.5e5, 5e5, 1e6, 2.5e6, 5e6, 1e7,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    25.0,
+    50.0,
+    100.0,
+    250.0,
+    500.0,
+    1e3,
+    2.5e3,
+    5e3,
+    1e4,
+    2.5e4,
+    5e4,
+    1e5,
+    2.5e5,
+    5e5,
+    1e6,
+    2.5e6,
+    5e6,
+    1e7,
 )
 """Default upper bounds of the window-energy histogram buckets, J (a training step to a long run)."""
 
 DEFAULT_TIME_BUCKETS_S: tuple[float, ...] = (
-    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0,
-    100.0, 250.0, 500.0, 1e3, 2.5e3, 5e3, 1e4, 2.5e4, 5e4, 1e5,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    25.0,
+    50.0,
+    100.0,
+    250.0,
+    500.0,
+    1e3,
+    2.5e3,
+    5e3,
+    1e4,
+    2.5e4,
+    5e4,
+    1e5,
 )
 """Default upper bounds of the window-time histogram buckets, s (10 ms to about a day)."""
 
 _INSTALL_HINT = "pip install 'zeus-suite[prometheus]'"
 _NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-
 
 
 def _import_prometheus() -> Any:
@@ -61,8 +100,7 @@ def _import_prometheus() -> Any:
         import prometheus_client.metrics_core
     except ImportError as e:
         raise ModuleNotFoundError(
-            f"Prometheus export needs the prometheus_client package, which is not installed: "
-            f"{_INSTALL_HINT}",
+            f"Prometheus export needs the prometheus_client package, which is not installed: {_INSTALL_HINT}",
             name="prometheus_client",
         ) from e
     return prometheus_client
@@ -98,19 +136,33 @@ class _DeviceCollector:
         counter, gauge, p = self._core.CounterMetricFamily, self._core.GaugeMetricFamily, self._prefix
         gpu, cpu = ["gpu", "name", "simulated"], ["cpu", "name", "simulated"]
         return {
-            "gpu_energy": counter(f"{p}gpu_energy_joules", "GPU energy counter since an arbitrary "
-                                  "origin (e.g. driver load), J; absent for GPUs without one.", labels=gpu,
-                                  unit="joules"),
-            "gpu_power": gauge(f"{p}gpu_power_watts", "GPU power draw when scraped, W.", labels=gpu,
-                               unit="watts"),
-            "gpu_limit": gauge(f"{p}gpu_power_limit_watts", "GPU power limit when scraped, W.", labels=gpu,
-                               unit="watts"),
-            "cpu_energy": counter(f"{p}cpu_energy_joules", "CPU package energy counter (RAPL), J.",
-                                  labels=cpu, unit="joules"),
-            "dram_energy": counter(f"{p}dram_energy_joules", "DRAM energy counter of a CPU package "
-                                   "(RAPL), J.", labels=cpu, unit="joules"),
-            "errors": counter(f"{p}read_errors", "Device readings that failed and were left out of a "
-                              "scrape.", labels=["device", "reading"]),
+            "gpu_energy": counter(
+                f"{p}gpu_energy_joules",
+                "GPU energy counter since an arbitrary "
+                "origin (e.g. driver load), J; absent for GPUs without one.",
+                labels=gpu,
+                unit="joules",
+            ),
+            "gpu_power": gauge(
+                f"{p}gpu_power_watts", "GPU power draw when scraped, W.", labels=gpu, unit="watts"
+            ),
+            "gpu_limit": gauge(
+                f"{p}gpu_power_limit_watts", "GPU power limit when scraped, W.", labels=gpu, unit="watts"
+            ),
+            "cpu_energy": counter(
+                f"{p}cpu_energy_joules", "CPU package energy counter (RAPL), J.", labels=cpu, unit="joules"
+            ),
+            "dram_energy": counter(
+                f"{p}dram_energy_joules",
+                "DRAM energy counter of a CPU package (RAPL), J.",
+                labels=cpu,
+                unit="joules",
+            ),
+            "errors": counter(
+                f"{p}read_errors",
+                "Device readings that failed and were left out of a scrape.",
+                labels=["device", "reading"],
+            ),
         }
 
     def describe(self) -> Iterable[Any]:
@@ -128,8 +180,10 @@ class _DeviceCollector:
                     energy = self._read(device, "energy", gpu.get_total_energy)
                     if energy is not None:
                         fam["gpu_energy"].add_metric(labels, float(energy))
-                for key, what, read in (("gpu_power", "power", gpu.get_power),
-                                        ("gpu_limit", "power_limit", gpu.get_power_limit)):
+                for key, what, read in (
+                    ("gpu_power", "power", gpu.get_power),
+                    ("gpu_limit", "power_limit", gpu.get_power_limit),
+                ):
                     value = self._read(device, what, read)
                     if value is not None:
                         fam[key].add_metric(labels, float(value))
@@ -164,7 +218,9 @@ class _DeviceCollector:
                 logger.warning(
                     "Prometheus scrape: reading %s of %s failed: %s. The reading is left out of every "
                     "scrape in which it fails and counted in read_errors_total (warned once).",
-                    what, device, e,
+                    what,
+                    device,
+                    e,
                 )
             self._errors[key] = self._errors.get(key, 0) + 1
             return None
@@ -283,16 +339,28 @@ class PrometheusExporter:
         self._registered: list[Any] = []
         try:
             self._register(_DeviceCollector(monitor, namespace, prom.metrics_core))
-            self._energy = self._register(prom.Histogram(
-                "window_energy_joules", "Energy of a finished measurement window per device, J.",
-                ["window", "device", "simulated", "estimated"], namespace=namespace, unit="joules",
-                registry=None, buckets=energy_buckets,
-            ))
-            self._time = self._register(prom.Histogram(
-                "window_time_seconds", "Duration of a finished measurement window, s.",
-                ["window", "simulated"], namespace=namespace, unit="seconds", registry=None,
-                buckets=time_buckets,
-            ))
+            self._energy = self._register(
+                prom.Histogram(
+                    "window_energy_joules",
+                    "Energy of a finished measurement window per device, J.",
+                    ["window", "device", "simulated", "estimated"],
+                    namespace=namespace,
+                    unit="joules",
+                    registry=None,
+                    buckets=energy_buckets,
+                )
+            )
+            self._time = self._register(
+                prom.Histogram(
+                    "window_time_seconds",
+                    "Duration of a finished measurement window, s.",
+                    ["window", "simulated"],
+                    namespace=namespace,
+                    unit="seconds",
+                    registry=None,
+                    buckets=time_buckets,
+                )
+            )
         except ValueError as e:  # prometheus_client: "Duplicated timeseries in CollectorRegistry"
             self._unregister()
             raise ZeusConfigError(
@@ -458,8 +526,9 @@ class PrometheusExporter:
                 f"PrometheusExporter.push(timeout_s={timeout_s!r}): must be > 0 s, or None to wait forever."
             )
         try:
-            self._prom.push_to_gateway(gateway, job=job, registry=self.registry, grouping_key=key,
-                                       timeout=timeout_s)
+            self._prom.push_to_gateway(
+                gateway, job=job, registry=self.registry, grouping_key=key, timeout=timeout_s
+            )
         except (OSError, ValueError) as e:  # urllib's URLError and HTTPError are OSErrors
             raise ZeusConfigError(
                 f"PrometheusExporter.push(gateway={gateway!r}, job={job!r}): the Pushgateway did not "

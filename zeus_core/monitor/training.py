@@ -84,7 +84,9 @@ def check_tracker_args(
                 "zeus_core.TrainingCallback."
             )
     if log_every_n_steps is not None and (isinstance(log_every_n_steps, bool) or log_every_n_steps < 1):
-        raise ZeusConfigError(f"{who}: log_every_n_steps={log_every_n_steps!r}; use a positive step count or None.")
+        raise ZeusConfigError(
+            f"{who}: log_every_n_steps={log_every_n_steps!r}; use a positive step count or None."
+        )
     return found
 
 
@@ -195,7 +197,11 @@ class TrainingTracker(TrainingCallback):
         self.optimizers.on_epoch_begin()
 
     def on_step_begin(self) -> None:
-        if self.log_every_n_steps and (self.steps_done + 1) % self.log_every_n_steps == 0 and not self._paused:
+        if (
+            self.log_every_n_steps
+            and (self.steps_done + 1) % self.log_every_n_steps == 0
+            and not self._paused
+        ):
             self.monitor.begin_window(self._name("step"))
             self._step_open = True
         self.optimizers.on_step_begin()
@@ -220,8 +226,11 @@ class TrainingTracker(TrainingCallback):
         self.epochs_done += 1
         self.epoch_metrics = self._metrics(self._epoch, "epoch")
         logger.info(
-            "Epoch %d: %.1f J in %.2f s (%.1f W)%s", self.epochs_done, self.epoch_metrics["energy/epoch_j"],
-            self.epoch_metrics["time/epoch_s"], self.epoch_metrics["power/avg_w"],
+            "Epoch %d: %.1f J in %.2f s (%.1f W)%s",
+            self.epochs_done,
+            self.epoch_metrics["energy/epoch_j"],
+            self.epoch_metrics["time/epoch_s"],
+            self.epoch_metrics["power/avg_w"],
             " [simulated]" if self.epoch_metrics["simulated"] else "",
         )
 
@@ -327,8 +336,11 @@ class TrainingTracker(TrainingCallback):
         """Continue from a :meth:`state_dict`: totals carry on; optimizers get their own state back."""
         version = state.get("version")
         if version != _STATE_VERSION:
-            logger.warning("TrainingTracker state has version %r (expected %d); loading what matches.",
-                           version, _STATE_VERSION)
+            logger.warning(
+                "TrainingTracker state has version %r (expected %d); loading what matches.",
+                version,
+                _STATE_VERSION,
+            )
         self.epochs_done = int(state.get("epochs_done", 0))
         self.steps_done = int(state.get("steps_done", 0))
         self._prior = _prior_of_this_rank(state)
@@ -337,8 +349,11 @@ class TrainingTracker(TrainingCallback):
             if opt_state is not None and hasattr(opt, "load_state_dict"):
                 opt.load_state_dict(opt_state)
         if len(saved) != len(self.optimizers.callbacks):
-            logger.warning("Checkpoint holds state for %d optimizers, this tracker drives %d.",
-                           len(saved), len(self.optimizers.callbacks))
+            logger.warning(
+                "Checkpoint holds state for %d optimizers, this tracker drives %d.",
+                len(saved),
+                len(self.optimizers.callbacks),
+            )
 
 
 def _prior_of_this_rank(state: dict[str, Any]) -> _Totals:
@@ -348,13 +363,18 @@ def _prior_of_this_rank(state: dict[str, Any]) -> _Totals:
     into global rank 0 (per device label) and other ranks start from zero, so the job total is
     still counted exactly once.
     """
-    entries = state.get("ranks") or [{"time_s": state.get("time_s", 0.0), "energy_j": state.get("energy_j", {})}]
+    entries = state.get("ranks") or [
+        {"time_s": state.get("time_s", 0.0), "energy_j": state.get("energy_j", {})}
+    ]
     world, rank = distributed.world_size(), distributed.rank()
     if len(entries) == world:
         mine = [entries[rank]]
     else:
-        logger.warning("Checkpoint totals come from %d rank(s), this job has %d; rank 0 carries them on.",
-                       len(entries), world)
+        logger.warning(
+            "Checkpoint totals come from %d rank(s), this job has %d; rank 0 carries them on.",
+            len(entries),
+            world,
+        )
         mine = entries if rank == 0 else []
     prior = _Totals()
     for entry in mine:

@@ -206,7 +206,9 @@ def simulate(
             target = runs[int(rng.choice(len(runs), size=1, replace=False)[0])]
             record = _run_trial(trace, policy, r, trial_number, bs, pl, profile, target, eta_knob, maxp)
             trials.append(record)
-            policy.observe(TrialOutcome(bs, pl, record.cost_j, record.converged, record.overhead_j, record.epochs))
+            policy.observe(
+                TrialOutcome(bs, pl, record.cost_j, record.converged, record.overhead_j, record.epochs)
+            )
             if record.converged:
                 break
         else:

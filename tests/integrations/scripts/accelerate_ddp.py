@@ -36,17 +36,22 @@ def main(out: Path) -> None:
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     model, opt, train = accelerator.prepare(model, opt, loader(16))  # 8 batches -> 4 per process
     events = Recorder()
-    with attach(accelerator, model, opt, zeus_optimizer=events,
-                monitor=ZeusMonitor(gpus=[gpu], cpu_indices=[])) as zeus:
+    with attach(
+        accelerator, model, opt, zeus_optimizer=events, monitor=ZeusMonitor(gpus=[gpu], cpu_indices=[])
+    ) as zeus:
         run_epochs(accelerator, model, opt, train, epochs=2)
-    (out / f"rank{rank}.json").write_text(json.dumps({
-        "world_size": accelerator.num_processes,
-        "gpu_energy_j": gpu.get_total_energy(),
-        "train": zeus.train_metrics,
-        "epochs": zeus.epoch_history,
-        "events": events.events,
-        "logged_train": logged.column("energy/train_j"),
-    }))
+    (out / f"rank{rank}.json").write_text(
+        json.dumps(
+            {
+                "world_size": accelerator.num_processes,
+                "gpu_energy_j": gpu.get_total_energy(),
+                "train": zeus.train_metrics,
+                "epochs": zeus.epoch_history,
+                "events": events.events,
+                "logged_train": logged.column("energy/train_j"),
+            }
+        )
+    )
     # end_training() destroys the process group; without a barrier first, a rank that gets there early
     # can tear gloo down while the other still reads the last reduction, and that rank aborts.
     accelerator.wait_for_everyone()

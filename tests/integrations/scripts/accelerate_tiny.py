@@ -62,8 +62,15 @@ class RecordingTracker(GeneralTracker):
         return [values[key] for values, _ in self.logged if key in values]
 
 
-def run_epochs(accelerator: Accelerator, model: torch.nn.Module, optimizer: Any, train: Any,
-               epochs: int, evaluate: Any = None, fail_at_batch: int | None = None) -> int:
+def run_epochs(
+    accelerator: Accelerator,
+    model: torch.nn.Module,
+    optimizer: Any,
+    train: Any,
+    epochs: int,
+    evaluate: Any = None,
+    fail_at_batch: int | None = None,
+) -> int:
     """The user's loop: no Zeus calls inside. Returns the number of micro-batches run."""
     batches = 0
     for _ in range(epochs):

@@ -73,7 +73,10 @@ def train(gpu: SimulatedGPU, out: str, resume: str | None = None) -> dict[str, A
     )
     model = TinyRegressor()
     trainer = Trainer(
-        model=model, args=args, train_dataset=data, callbacks=[integration, ZeusTrainerCallback(monitor=monitor)]
+        model=model,
+        args=args,
+        train_dataset=data,
+        callbacks=[integration, ZeusTrainerCallback(monitor=monitor)],
     )
     result = trainer.train(resume_from_checkpoint=resume)
     return {

@@ -54,8 +54,9 @@ def expected_events(epochs: int, steps_per_epoch: int) -> list[str]:
 
 def run_script(cmd: list[str], timeout_s: float) -> subprocess.CompletedProcess:
     """Run a multi-process script in its own session; on timeout kill the whole group and raise."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         out, err = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:

@@ -34,8 +34,11 @@ def main(out: Path) -> None:
     first = Recorder()
     zeus = ZeusCallback(first, monitor=monitor)
     ckpt = pl.callbacks.ModelCheckpoint(dirpath=out / "ckpt", save_last=True)
-    trainer = pl.Trainer(callbacks=[zeus, ckpt], accumulate_grad_batches=2,
-                         **trainer_kwargs(str(out / "first"), max_epochs=1, enable_checkpointing=True, **ddp))
+    trainer = pl.Trainer(
+        callbacks=[zeus, ckpt],
+        accumulate_grad_batches=2,
+        **trainer_kwargs(str(out / "first"), max_epochs=1, enable_checkpointing=True, **ddp),
+    )
     model = RankedModule(gpu)
     trainer.fit(model, loader(16))  # 8 batches -> 4 per rank
     rank = trainer.global_rank
@@ -43,18 +46,25 @@ def main(out: Path) -> None:
     first_metrics = dict(zeus.train_metrics)
 
     resumed = ZeusCallback(Recorder(), monitor=monitor)
-    trainer2 = pl.Trainer(callbacks=[resumed], accumulate_grad_batches=2,
-                          **trainer_kwargs(str(out / "resumed"), max_epochs=2, **ddp))
+    trainer2 = pl.Trainer(
+        callbacks=[resumed],
+        accumulate_grad_batches=2,
+        **trainer_kwargs(str(out / "resumed"), max_epochs=2, **ddp),
+    )
     trainer2.fit(model, loader(16), ckpt_path=out / "ckpt" / "last.ckpt")
 
-    (out / f"rank{rank}.json").write_text(json.dumps({
-        "rank": rank,
-        "gpu_energy_after_first_fit_j": after_first,
-        "gpu_energy_j": gpu.get_total_energy(),
-        "first": first_metrics,
-        "events_first": first.events,
-        "resumed": resumed.train_metrics,
-    }))
+    (out / f"rank{rank}.json").write_text(
+        json.dumps(
+            {
+                "rank": rank,
+                "gpu_energy_after_first_fit_j": after_first,
+                "gpu_energy_j": gpu.get_total_energy(),
+                "first": first_metrics,
+                "events_first": first.events,
+                "resumed": resumed.train_metrics,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -501,7 +501,8 @@ def _observations(trials: Sequence[TrialRow]) -> list[Observation]:
     ended = sorted((t for t in trials if t.status in _ENDED), key=lambda t: t.completion_order or 0)
     # ``epochs`` is the last epoch reported through on_epoch_end (0 when none was).
     return [
-        Observation(t.batch_size, float(t.cost or 0.0), bool(t.converged), epochs=t.epochs or 0) for t in ended
+        Observation(t.batch_size, float(t.cost or 0.0), bool(t.converged), epochs=t.epochs or 0)
+        for t in ended
     ]
 
 

@@ -22,7 +22,7 @@ Names load lazily, so importing this package does not import scipy or matplotlib
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
     "InstructionKind": "schedule",
@@ -56,6 +56,36 @@ _EXPORTS: dict[str, str] = {
     "PlanSettings": "runtime",
     "PlanTarget": "runtime",
 }
+
+if TYPE_CHECKING:  # real types for editors and type checkers; run time stays lazy
+    from zeus_core.optimizer.pipeline_frequency.controller import ControlMode, FrequencyController
+    from zeus_core.optimizer.pipeline_frequency.cost_model import (
+        ConvexHullCostModel,
+        CostModel,
+        ExponentialCostModel,
+        InstructionOptions,
+        TimeRounding,
+    )
+    from zeus_core.optimizer.pipeline_frequency.dag import PipelineDAG
+    from zeus_core.optimizer.pipeline_frequency.frontier import Frontier, Replay, plan_frontier
+    from zeus_core.optimizer.pipeline_frequency.physical_profiles import (
+        PHYSICAL_GPUS,
+        physical_instruction_profile,
+    )
+    from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
+    from zeus_core.optimizer.pipeline_frequency.plots import plot_frontier, plot_timeline
+    from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile, ProfileMeasurement
+    from zeus_core.optimizer.pipeline_frequency.profiler import FrequencySweep, InstructionProfiler
+    from zeus_core.optimizer.pipeline_frequency.runtime import PerseusRuntime, PlanSettings, PlanTarget
+    from zeus_core.optimizer.pipeline_frequency.schedule import (
+        SCHEDULES,
+        Instruction,
+        InstructionKind,
+        PipelineSchedule,
+        gpipe,
+        make_schedule,
+        synchronous_1f1b,
+    )
 
 __all__ = sorted(_EXPORTS)
 

@@ -54,9 +54,13 @@ class PersistenceMixin:
             return Done(action.power_limit_w, f"reused from {source}: {action.reason}")
         refine = action.kind is ActionKind.REFINE
         if self._measurements:
-            self._info("Reusing %d measured limit(s) from %s; profiling continues at %g W%s.",
-                       len(self._measurements), source, action.power_limit_w,
-                       " (a contender)" if refine else "")
+            self._info(
+                "Reusing %d measured limit(s) from %s; profiling continues at %g W%s.",
+                len(self._measurements),
+                source,
+                action.power_limit_w,
+                " (a contender)" if refine else "",
+            )
         return Ready(action.power_limit_w, self.wait_steps + 1, refine)
 
     def _reuse_profile(self) -> None:
@@ -100,8 +104,11 @@ class PersistenceMixin:
 
     def _apply_state_dict(self, state: Mapping[str, Any]) -> None:
         if state.get("version") != STATE_VERSION:
-            logger.warning("GlobalPowerLimitOptimizer state has version %r (expected %d); loading what "
-                           "matches.", state.get("version"), STATE_VERSION)
+            logger.warning(
+                "GlobalPowerLimitOptimizer state has version %r (expected %d); loading what matches.",
+                state.get("version"),
+                STATE_VERSION,
+            )
         assert self._job is not None
         try:
             if state.get("hardware") is not None:
@@ -119,5 +126,6 @@ class PersistenceMixin:
         self._cancel_open_window()
         self._state = self._plan(measurements, "the checkpoint")
         if self._active:
-            self._set_limit(self._state.optimal_power_limit_w if isinstance(self._state, Done)
-                            else self.power_limits[0])
+            self._set_limit(
+                self._state.optimal_power_limit_w if isinstance(self._state, Done) else self.power_limits[0]
+            )

@@ -68,13 +68,24 @@ class PowerLimitMeasurement:
     samples: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("power_limit_w", "time_per_step_s", "energy_per_step_j", "time_var_s2", "energy_var_j2",
-                     "covariance_js"):
+        for name in (
+            "power_limit_w",
+            "time_per_step_s",
+            "energy_per_step_j",
+            "time_var_s2",
+            "energy_var_j2",
+            "covariance_js",
+        ):
             object.__setattr__(self, name, float(getattr(self, name)))
         if self.samples is None:
             object.__setattr__(self, "samples", self.steps)
-        if (self.steps < 1 or self.time_per_step_s <= 0 or self.energy_per_step_j < 0 or self.num_gpus < 1
-                or not 1 <= self.samples <= self.steps):
+        if (
+            self.steps < 1
+            or self.time_per_step_s <= 0
+            or self.energy_per_step_j < 0
+            or self.num_gpus < 1
+            or not 1 <= self.samples <= self.steps
+        ):
             raise ZeusProfileError(
                 f"PowerLimitMeasurement at {self.power_limit_w} W: need steps >= 1, time > 0, energy >= 0, "
                 f"num_gpus >= 1 and 1 <= samples <= steps; got steps={self.steps}, "
@@ -240,8 +251,10 @@ class PowerLimitMeasurement:
                 steps=int(kwargs.pop("steps")),
                 time_per_step_s=float(kwargs.pop("time_per_step_s")),
                 energy_per_step_j=float(kwargs.pop("energy_per_step_j")),
-                **{k: (float(v) if k not in _COUNTS else None if v is None else int(v))
-                   for k, v in kwargs.items()},
+                **{
+                    k: (float(v) if k not in _COUNTS else None if v is None else int(v))
+                    for k, v in kwargs.items()
+                },
             )
         except (KeyError, TypeError, ValueError) as e:
             if isinstance(e, ZeusProfileError):
@@ -362,11 +375,14 @@ class EarlyStopping:
             problems.append(f"patience={self.patience} (use >= 1)")
         if not self.margin >= 0:
             problems.append(f"margin={self.margin} (use a fraction >= 0, e.g. 0.10)")
-        if self.max_refine_steps is not None and (isinstance(self.max_refine_steps, bool)
-                                                  or not isinstance(self.max_refine_steps, int)
-                                                  or self.max_refine_steps < 1):
-            problems.append(f"max_refine_steps={self.max_refine_steps!r} (use an int >= 1, or None for "
-                            "3 × profile_steps)")
+        if self.max_refine_steps is not None and (
+            isinstance(self.max_refine_steps, bool)
+            or not isinstance(self.max_refine_steps, int)
+            or self.max_refine_steps < 1
+        ):
+            problems.append(
+                f"max_refine_steps={self.max_refine_steps!r} (use an int >= 1, or None for 3 × profile_steps)"
+            )
         if not 0 <= self.tie_tol < 1:
             problems.append(f"tie_tol={self.tie_tol} (use a fraction in [0, 1), e.g. 0.005)")
         if problems:

@@ -43,6 +43,7 @@ __all__ = ["GlobalPowerLimitOptimizer", "window_name"]
 
 logger = logging.getLogger(__name__)
 
+
 def window_name(power_limit_w: float) -> str:
     """The monitor window that measures one power limit (the only place the name is made)."""
     return f"__GlobalPowerLimitOptimizer_{power_limit_w:g}"
@@ -162,8 +163,11 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
         min_sample_s: float = 0.25,
     ) -> None:
         problems = []
-        if isinstance(min_sample_s, bool) or not isinstance(min_sample_s, (int, float)) \
-                or not 0 <= min_sample_s < math.inf:
+        if (
+            isinstance(min_sample_s, bool)
+            or not isinstance(min_sample_s, (int, float))
+            or not 0 <= min_sample_s < math.inf
+        ):
             problems.append(f"min_sample_s={min_sample_s!r} (use a number of seconds >= 0, e.g. 0.25)")
         if not isinstance(wait_steps, int) or wait_steps < 0:
             problems.append(f"wait_steps={wait_steps!r} (use an int >= 0)")
@@ -271,14 +275,22 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
             self._guard.arm()
             if isinstance(self._state, Done):
                 self._set_limit(self._state.optimal_power_limit_w)
-                self._info("Power limit %g W applied without profiling (%s).",
-                           self._state.optimal_power_limit_w, self._state.reason)
+                self._info(
+                    "Power limit %g W applied without profiling (%s).",
+                    self._state.optimal_power_limit_w,
+                    self._state.reason,
+                )
             else:
                 self._set_limit(self.power_limits[0])
                 assert isinstance(self._state, Ready)
-                self._info("Profiling power limits %s W%s; %g W first, after %d step(s) at %g W.",
-                           "/".join(f"{w:g}" for w in self.power_limits), self._tag(),
-                           self._state.next_power_limit_w, self._state.steps_left - 1, self.power_limits[0])
+                self._info(
+                    "Profiling power limits %s W%s; %g W first, after %d step(s) at %g W.",
+                    "/".join(f"{w:g}" for w in self.power_limits),
+                    self._tag(),
+                    self._state.next_power_limit_w,
+                    self._state.steps_left - 1,
+                    self.power_limits[0],
+                )
         except BaseException:
             self._restore_quietly()
             raise
@@ -312,7 +324,8 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
                 self._warned_inactive = True
                 logger.warning(
                     "GlobalPowerLimitOptimizer got %s outside training (before on_train_begin or after the "
-                    "limits were restored); ignoring it.", event.value,
+                    "limits were restored); ignoring it.",
+                    event.value,
                 )
             return
         try:
@@ -333,19 +346,25 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
                 return Warmup(limit, left - 1, refine) if left > 1 else self._begin_measuring(limit, refine)
             case Profiling() as profiling, _Event.STEP_BEGIN:
                 return self._measure_step(profiling)
-            case Warmup(power_limit_w=limit, refine=refine) | Profiling(power_limit_w=limit, refine=refine), \
-                    _Event.EPOCH_END:
+            case Warmup(power_limit_w=limit, refine=refine) | Profiling(
+                power_limit_w=limit, refine=refine
+            ), _Event.EPOCH_END:
                 if isinstance(state, Profiling):
                     self.monitor.end_window(window_name(limit), cancel=True)
                 self._epoch_cancels += 1
-                self._info("%s of %g W cut short by the end of an epoch; it is redone next epoch.",
-                           "Warm-up" if isinstance(state, Warmup) else "Measurement", limit)
+                self._info(
+                    "%s of %g W cut short by the end of an epoch; it is redone next epoch.",
+                    "Warm-up" if isinstance(state, Warmup) else "Measurement",
+                    limit,
+                )
                 if self._epoch_cancels == 3:
                     logger.warning(
                         "Epochs keep ending before a power limit is profiled (%d times). With %d warm-up and "
                         "up to %d measured steps per limit, epochs need more steps than that; lower "
                         "warmup_steps/profile_steps.",
-                        self._epoch_cancels, self.warmup_steps, self.profile_steps,
+                        self._epoch_cancels,
+                        self.warmup_steps,
+                        self.profile_steps,
                     )
                 self._set_limit(self.power_limits[0])
                 return Ready(limit, 1, refine)
@@ -401,24 +420,38 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
         sample_steps = state.sample_steps + tuple(counts)
         if not last:
             assert rule is not None
-            partial = PowerLimitMeasurement.from_samples(limit, times, energies, self._num_gpus(),
-                                                         steps=sample_steps)
-            if not measured_enough(prior.merge(partial) if prior is not None else partial,
-                                   self._measurements, self.optimum_selector, rule):
+            partial = PowerLimitMeasurement.from_samples(
+                limit, times, energies, self._num_gpus(), steps=sample_steps
+            )
+            if not measured_enough(
+                prior.merge(partial) if prior is not None else partial,
+                self._measurements,
+                self.optimum_selector,
+                rule,
+            ):
                 window.next_check += rule.check_every * (1 + (steps - window.next_check) // rule.check_every)
                 per_sample = steps_per_sample(self.min_sample_s, partial.time_per_step_s)  # same on all ranks
                 return Profiling(limit, steps, times, energies, refine, sample_steps, per_sample)
             reading = window.end()  # synchronised totals
-        return self._finish_limit(limit, reading.time, reading.gpu_total_energy, times, energies,
-                                  sample_steps, prior)
+        return self._finish_limit(
+            limit, reading.time, reading.gpu_total_energy, times, energies, sample_steps, prior
+        )
 
-    def _finish_limit(self, limit: float, local_time: float, local_energy: float, times: Sequence[float],
-                      energies: Sequence[float], sample_steps: Sequence[int],
-                      prior: PowerLimitMeasurement | None) -> State:
+    def _finish_limit(
+        self,
+        limit: float,
+        local_time: float,
+        local_energy: float,
+        times: Sequence[float],
+        energies: Sequence[float],
+        sample_steps: Sequence[int],
+        prior: PowerLimitMeasurement | None,
+    ) -> State:
         (energy,) = distributed.all_reduce([local_energy], "sum")
         (elapsed,) = distributed.all_reduce([local_time], "max")
-        m = PowerLimitMeasurement.from_samples(limit, times, energies, self._num_gpus(), elapsed, energy,
-                                               steps=sample_steps)
+        m = PowerLimitMeasurement.from_samples(
+            limit, times, energies, self._num_gpus(), elapsed, energy, steps=sample_steps
+        )
         self._warn_if_too_few_samples(prior.merge(m) if prior is not None else m)
         if prior is None:
             self._measurements.append(m)
@@ -443,8 +476,12 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
         twice ``min_sample_s`` (sampling rule 1), and ``min_samples`` more.
         """
         rule = self.early_stopping
-        if (rule is None or self._warned_short or m.steps < self.profile_steps
-                or m.samples >= rule.min_samples):
+        if (
+            rule is None
+            or self._warned_short
+            or m.steps < self.profile_steps
+            or m.samples >= rule.min_samples
+        ):
             return
         self._warned_short = True
         if distributed.is_rank_zero():
@@ -452,14 +489,19 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
                 "Steps take %.1f ms, so profile_steps=%d measured steps hold %d sample(s) of "
                 "min_sample_s=%g s, fewer than the %d early stopping needs to judge a limit: each limit is "
                 "measured for all %d steps. Raise profile_steps to %d or more.",
-                m.time_per_step_s * 1e3, self.profile_steps, m.samples, self.min_sample_s, rule.min_samples,
+                m.time_per_step_s * 1e3,
+                self.profile_steps,
+                m.samples,
+                self.min_sample_s,
+                rule.min_samples,
                 self.profile_steps,
                 (rule.min_samples + 1) * steps_per_sample(self.min_sample_s, m.time_per_step_s),
             )
 
     def _next_action(self, measurements: Sequence[PowerLimitMeasurement]) -> Action:
-        return next_action(measurements, self.power_limits, self.optimum_selector, self.early_stopping,
-                           self.profile_steps)
+        return next_action(
+            measurements, self.power_limits, self.optimum_selector, self.early_stopping, self.profile_steps
+        )
 
     def _decide(self, optimal: float, reason: str) -> Done:
         measured = {m.power_limit_w for m in self._measurements}
@@ -467,8 +509,13 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
         self._set_limit(optimal)
         self._info(
             "Optimal power limit: %g W by %r%s, after profiling %d of %d limits in %d measured steps; %s%s.",
-            optimal, self.optimum_selector, self._tag(), len(self._measurements), len(self.power_limits),
-            sum(m.steps for m in self._measurements), reason,
+            optimal,
+            self.optimum_selector,
+            self._tag(),
+            len(self._measurements),
+            len(self.power_limits),
+            sum(m.steps for m in self._measurements),
+            reason,
             f" (not profiled: {'/'.join(f'{w:g}' for w in skipped)} W)" if skipped else "",
         )
         self._save_profile(optimal, reason)
@@ -499,8 +546,10 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
                 errors.append(e)
         if errors:
             raise errors[0]
-        self._info("Restored the original power limits (%s).",
-                   ", ".join(f"GPU {g.index}: {w:g} W" for g, w in self._original))
+        self._info(
+            "Restored the original power limits (%s).",
+            ", ".join(f"GPU {g.index}: {w:g} W" for g, w in self._original),
+        )
 
     def _cancel_open_window(self) -> None:
         if isinstance(self._state, Profiling):

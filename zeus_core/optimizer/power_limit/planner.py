@@ -163,7 +163,9 @@ def next_action(
     reason = reason or f"every limit down to {lowest:g} W was profiled"
     if rule is not None and selector.supports_early_stopping:
         contenders = selector.contenders(measurements, rule)
-        unsure = [m for m in contenders if m.steps < visit_cap(m, profile_steps, rule) and not rule.is_tight(m)]
+        unsure = [
+            m for m in contenders if m.steps < visit_cap(m, profile_steps, rule) and not rule.is_tight(m)
+        ]
         if len(contenders) > 1 and unsure and not selector.settled(measurements, rule):
             target = min(unsure, key=lambda m: (m.steps, -m.power_limit_w))
             return Action(ActionKind.REFINE, target.power_limit_w, reason)

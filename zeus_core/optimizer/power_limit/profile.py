@@ -66,8 +66,12 @@ class JobGPUs:
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form."""
         return {
-            "gpu_model": self.gpu_model, "gpu_uuids": list(self.gpu_uuids), "world_size": self.world_size,
-            "min_w": self.min_w, "max_w": self.max_w, "simulated": self.simulated,
+            "gpu_model": self.gpu_model,
+            "gpu_uuids": list(self.gpu_uuids),
+            "world_size": self.world_size,
+            "min_w": self.min_w,
+            "max_w": self.max_w,
+            "simulated": self.simulated,
         }
 
     @classmethod
@@ -131,7 +135,7 @@ class PowerLimitProfile:
         """
         if not isinstance(data, Mapping) or data.get("kind") != _KIND:
             raise ZeusProfileError(
-                f"{source} is not a Zeus Suite power-limit profile (no \"kind\": {_KIND!r}). Point "
+                f'{source} is not a Zeus Suite power-limit profile (no "kind": {_KIND!r}). Point '
                 "profile_path at a file written by GlobalPowerLimitOptimizer, or at a new path."
             )
         version = data.get("version")
@@ -141,9 +145,7 @@ class PowerLimitProfile:
                 "Upgrade zeus-suite or re-profile with a new profile_path."
             )
         if "hardware" not in data:
-            raise ZeusProfileError(
-                f"{source} has no \"hardware\" section; re-profile with a new profile_path."
-            )
+            raise ZeusProfileError(f'{source} has no "hardware" section; re-profile with a new profile_path.')
         optimal = data.get("optimal_power_limit_w")
         known = {"version", "kind", "hardware", "selector", "measurements", "optimal_power_limit_w", "reason"}
         return cls(

@@ -88,18 +88,35 @@ class OptimumSelector(ABC):
         return f"{type(self).__name__}({args})"
 
 
-def _rose(m: PowerLimitMeasurement, best: PowerLimitMeasurement, a: float, b: float, margin: float,
-          rule: EarlyStopping) -> bool:
+def _rose(
+    m: PowerLimitMeasurement,
+    best: PowerLimitMeasurement,
+    a: float,
+    b: float,
+    margin: float,
+    rule: EarlyStopping,
+) -> bool:
     """Whether ``m`` costs significantly more than ``(1 + margin)`` × ``best``."""
     scale = 1.0 + margin
     return rule.significantly_greater(
-        m.cost(a, b), m.cost_stderr(a, b), m.dof,
-        scale * best.cost(a, b), scale * best.cost_stderr(a, b), best.dof,
+        m.cost(a, b),
+        m.cost_stderr(a, b),
+        m.dof,
+        scale * best.cost(a, b),
+        scale * best.cost_stderr(a, b),
+        best.dof,
     )
 
 
-def _within_tol(choice_cost: float, choice_se: float, choice_dof: int, other_cost: float, other_se: float,
-                other_dof: int, rule: EarlyStopping) -> bool:
+def _within_tol(
+    choice_cost: float,
+    choice_se: float,
+    choice_dof: int,
+    other_cost: float,
+    other_se: float,
+    other_dof: int,
+    rule: EarlyStopping,
+) -> bool:
     """Whether ``choice − other < tie_tol · choice`` at ``rule.confidence`` (a one-sided bound).
 
     Equivalently ``other + tie_tol·choice`` is significantly greater than ``choice``; the
@@ -107,8 +124,9 @@ def _within_tol(choice_cost: float, choice_se: float, choice_dof: int, other_cos
     """
     if rule.tie_tol <= 0:
         return False
-    return rule.significantly_greater(other_cost + rule.tie_tol * choice_cost, other_se, other_dof,
-                                      choice_cost, choice_se, choice_dof)
+    return rule.significantly_greater(
+        other_cost + rule.tie_tol * choice_cost, other_se, other_dof, choice_cost, choice_se, choice_dof
+    )
 
 
 def _per_comparison(rule: EarlyStopping, comparisons: int) -> EarlyStopping:
@@ -118,10 +136,16 @@ def _per_comparison(rule: EarlyStopping, comparisons: int) -> EarlyStopping:
     return replace(rule, confidence=1.0 - (1.0 - rule.confidence) / comparisons)
 
 
-def _patience_reason(measurements: Measurements, best: PowerLimitMeasurement, a: float, b: float,
-                     rule: EarlyStopping, what: str) -> str | None:
+def _patience_reason(
+    measurements: Measurements,
+    best: PowerLimitMeasurement,
+    a: float,
+    b: float,
+    rule: EarlyStopping,
+    what: str,
+) -> str | None:
     """The rise rule: the last ``patience`` limits, all after ``best``, rose by more than the margin."""
-    tail = measurements[-rule.patience:]
+    tail = measurements[-rule.patience :]
     if len(measurements) <= rule.patience or any(m is best for m in tail):
         return None
     if all(_rose(m, best, a, b, rule.margin, rule) for m in tail):
@@ -188,8 +212,9 @@ class LinearCostSelector(OptimumSelector):
         cost, se = best.cost(a, b), best.cost_stderr(a, b)
         others = [m for m in self.contenders(measurements, rule) if m is not best]
         strict = _per_comparison(rule, len(others))
-        return all(_within_tol(cost, se, best.dof, m.cost(a, b), m.cost_stderr(a, b), m.dof, strict)
-                   for m in others)
+        return all(
+            _within_tol(cost, se, best.dof, m.cost(a, b), m.cost_stderr(a, b), m.dof, strict) for m in others
+        )
 
 
 class Time(LinearCostSelector):
@@ -265,8 +290,9 @@ class ZeusCost(LinearCostSelector):
     def costs(self, measurements: Measurements) -> list[float]:
         """Zeus cost of each measurement (:func:`zeus_core.metric.zeus_cost`), J per step."""
         max_power = self.max_power_w(measurements)
-        return [zeus_cost(m.energy_per_step_j, m.time_per_step_s, self.eta_knob, max_power)
-                for m in measurements]
+        return [
+            zeus_cost(m.energy_per_step_j, m.time_per_step_s, self.eta_knob, max_power) for m in measurements
+        ]
 
 
 class MaxSlowdownConstraint(OptimumSelector):
@@ -318,19 +344,29 @@ class MaxSlowdownConstraint(OptimumSelector):
         _require(measurements, type(self).__name__)
         return self._best(measurements).power_limit_w
 
-    def _slower(self, m: PowerLimitMeasurement, fastest: PowerLimitMeasurement, rule: EarlyStopping,
-                factor: float) -> bool:
+    def _slower(
+        self, m: PowerLimitMeasurement, fastest: PowerLimitMeasurement, rule: EarlyStopping, factor: float
+    ) -> bool:
         """Whether ``m`` is significantly slower than ``factor`` × ``fastest``."""
         return rule.significantly_greater(
-            m.time_per_step_s, m.time_stderr(), m.dof,
-            factor * fastest.time_per_step_s, factor * fastest.time_stderr(), fastest.dof,
+            m.time_per_step_s,
+            m.time_stderr(),
+            m.dof,
+            factor * fastest.time_per_step_s,
+            factor * fastest.time_stderr(),
+            fastest.dof,
         )
 
-    def _surely_feasible(self, m: PowerLimitMeasurement, fastest: PowerLimitMeasurement,
-                         rule: EarlyStopping) -> bool:
+    def _surely_feasible(
+        self, m: PowerLimitMeasurement, fastest: PowerLimitMeasurement, rule: EarlyStopping
+    ) -> bool:
         return m is fastest or rule.significantly_greater(
-            self.factor * fastest.time_per_step_s, self.factor * fastest.time_stderr(), fastest.dof,
-            m.time_per_step_s, m.time_stderr(), m.dof,
+            self.factor * fastest.time_per_step_s,
+            self.factor * fastest.time_stderr(),
+            fastest.dof,
+            m.time_per_step_s,
+            m.time_stderr(),
+            m.dof,
         )
 
     def sweep_done(self, measurements: Measurements, rule: EarlyStopping) -> str | None:
@@ -338,7 +374,7 @@ class MaxSlowdownConstraint(OptimumSelector):
         if len(measurements) <= rule.patience:
             return None
         fastest = min(measurements, key=lambda m: m.time_per_step_s)
-        tail = measurements[-rule.patience:]
+        tail = measurements[-rule.patience :]
         if all(self._slower(m, fastest, rule, self.factor) for m in tail):
             return (
                 f"the last {rule.patience} limit(s) ({'/'.join(f'{m.power_limit_w:g}' for m in tail)} W) are "
@@ -353,7 +389,8 @@ class MaxSlowdownConstraint(OptimumSelector):
         fastest = min(measurements, key=lambda m: m.time_per_step_s)
         best = self._best(measurements)
         out = [
-            m for m in measurements
+            m
+            for m in measurements
             if m is best
             or (not self._slower(m, fastest, rule, self.factor) and not _rose(m, best, 1.0, 0.0, 0.0, rule))
         ]
@@ -372,10 +409,16 @@ class MaxSlowdownConstraint(OptimumSelector):
         strict = _per_comparison(rule, len(others) + (best is not fastest))
         allowed = (1.0 + rule.tie_tol) * self.factor
         if best is not fastest and not strict.significantly_greater(
-            allowed * fastest.time_per_step_s, allowed * fastest.time_stderr(), fastest.dof,
-            best.time_per_step_s, best.time_stderr(), best.dof,
+            allowed * fastest.time_per_step_s,
+            allowed * fastest.time_stderr(),
+            fastest.dof,
+            best.time_per_step_s,
+            best.time_stderr(),
+            best.dof,
         ):
             return False
         energy, se = best.energy_per_step_j, best.cost_stderr(1.0, 0.0)
-        return all(_within_tol(energy, se, best.dof, m.energy_per_step_j, m.cost_stderr(1.0, 0.0), m.dof,
-                               strict) for m in others)
+        return all(
+            _within_tol(energy, se, best.dof, m.energy_per_step_j, m.cost_stderr(1.0, 0.0), m.dof, strict)
+            for m in others
+        )
