@@ -1,11 +1,13 @@
 # The two set-up commands: `make demo` runs the main job, `make test` runs the whole suite.
 # Both create .venv and install everything on first use (CPU torch first, so nothing pulls CUDA).
+# `make lint` runs the gates CI runs before the tests: ruff check, ruff format --check, mypy.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+LINT_PATHS := zeus_core zeus_integrations benchmarks examples tests
 
-.PHONY: demo test install clean
+.PHONY: demo test lint install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,8 +21,13 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(PY) examples/lightning_quickstart.py
 
+lint: $(STAMP)
+	$(PY) -m ruff check $(LINT_PATHS)
+	$(PY) -m ruff format --check $(LINT_PATHS)
+	$(PY) -m mypy zeus_core zeus_integrations
+
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(PY) -m pytest tests
 
 clean:
-	rm -rf $(VENV) out
+	rm -rf $(VENV) out .mypy_cache .ruff_cache

@@ -45,6 +45,7 @@ def matmul_loop(seconds: float) -> int:
 
 
 def section_devices(results: dict) -> list:
+    """Section 1: list the GPUs found and what each supports; returns them."""
     gpus = get_gpus()
     rows = []
     for g in gpus:
@@ -109,6 +110,7 @@ def section_nvml(gpu, results: dict) -> None:
 
 
 def section_accuracy(gpu, results: dict) -> None:
+    """Section 2: NVML energy counter vs integrated sampled power over the same interval, J."""
     monitor = ZeusMonitor(gpus=[gpu], cpu_indices=[])
     with PowerMonitor(gpus=[gpu], interval_s=0.02) as pm:
         time.sleep(0.5)
@@ -134,6 +136,7 @@ def section_accuracy(gpu, results: dict) -> None:
 
 
 def section_overhead(gpu, results: dict) -> None:
+    """Section 3: cost of one ``begin_window``/``end_window`` pair on real NVML, µs."""
     monitor = ZeusMonitor(gpus=[gpu], cpu_indices=[], sync_execution_with=None)
     runs = []
     for _ in range(5):
@@ -148,6 +151,7 @@ def section_overhead(gpu, results: dict) -> None:
 
 
 def section_power_limits(gpu, results: dict) -> None:
+    """Section 4: throughput, power (W) and energy per TFLOP (J) at several power limits."""
     c = gpu.power_limit_constraints()
     original = gpu.get_power_limit()
     rows = []
@@ -177,6 +181,7 @@ def section_power_limits(gpu, results: dict) -> None:
 
 
 def section_optimizer(gpu, results: dict) -> None:
+    """Section 5: GlobalPowerLimitOptimizer on a real bf16 MLP training loop; limit restored after."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(*[torch.nn.Linear(8192, 8192) for _ in range(4)]).cuda().to(torch.bfloat16)
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
@@ -232,6 +237,7 @@ def section_optimizer(gpu, results: dict) -> None:
 
 
 def section_clocks(gpu, results: dict) -> None:
+    """Section 6: time (s) and energy (J) of one matmul at several locked SM clocks (MHz)."""
     freqs = gpu.supported_sm_frequencies()
     picks = sorted(
         {freqs[0], freqs[len(freqs) // 4], freqs[len(freqs) // 2], freqs[(3 * len(freqs)) // 4]}, reverse=True
@@ -260,6 +266,7 @@ def section_clocks(gpu, results: dict) -> None:
 
 
 def main() -> None:
+    """Run every section the GPU and permissions allow; print (and optionally write) the results."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()

@@ -26,12 +26,29 @@ __all__ = ["TrainingProtocol", "TrainingCallback", "CallbackList"]
 class TrainingProtocol(Protocol):
     """What an adapter drives. Steps are optimizer steps."""
 
-    def on_train_begin(self) -> None: ...
-    def on_epoch_begin(self) -> None: ...
-    def on_step_begin(self) -> None: ...
-    def on_step_end(self) -> None: ...
-    def on_epoch_end(self) -> None: ...
-    def on_train_end(self) -> None: ...
+    def on_train_begin(self) -> None:
+        """Training starts (before the first epoch)."""
+        ...
+
+    def on_epoch_begin(self) -> None:
+        """A training epoch starts."""
+        ...
+
+    def on_step_begin(self) -> None:
+        """An optimizer step starts (before its first micro-batch)."""
+        ...
+
+    def on_step_end(self) -> None:
+        """An optimizer step ended (after ``optimizer.step()``)."""
+        ...
+
+    def on_epoch_end(self) -> None:
+        """A training epoch ended."""
+        ...
+
+    def on_train_end(self) -> None:
+        """Training ended, normally or by an exception (called exactly once)."""
+        ...
 
 
 class TrainingCallback:
@@ -67,26 +84,36 @@ class CallbackList(TrainingCallback):
         self.callbacks = list(callbacks)
 
     def on_train_begin(self) -> None:
+        """Call ``on_train_begin`` of every callback, in order."""
         for cb in self.callbacks:
             cb.on_train_begin()
 
     def on_epoch_begin(self) -> None:
+        """Call ``on_epoch_begin`` of every callback, in order."""
         for cb in self.callbacks:
             cb.on_epoch_begin()
 
     def on_step_begin(self) -> None:
+        """Call ``on_step_begin`` of every callback, in order."""
         for cb in self.callbacks:
             cb.on_step_begin()
 
     def on_step_end(self) -> None:
+        """Call ``on_step_end`` of every callback, in reverse order."""
         for cb in reversed(self.callbacks):
             cb.on_step_end()
 
     def on_epoch_end(self) -> None:
+        """Call ``on_epoch_end`` of every callback, in reverse order."""
         for cb in reversed(self.callbacks):
             cb.on_epoch_end()
 
     def on_train_end(self) -> None:
+        """Call ``on_train_end`` of every callback, in reverse order, even if one raises.
+
+        Raises:
+            BaseException: The first error a callback raised, after every callback was called.
+        """
         error: BaseException | None = None
         for cb in reversed(self.callbacks):
             try:

@@ -2,15 +2,17 @@
 
 Every function is a no-op (world size 1, rank 0) when ``torch.distributed`` is not initialised
 or torch is not installed. "Rank" here always means the *global* rank.
+
+This module stands at the bottom of the package: it imports nothing from ``zeus_core``.
+:func:`reduce_measurement` takes any object shaped like a measurement window (:class:`WindowTotals`,
+which :class:`zeus_core.monitor.measurement.Measurement` satisfies).
 """
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
-
-from zeus_core.monitor.measurement import Measurement
+from typing import Any, Literal, Mapping, Protocol, Sequence
 
 __all__ = [
     "is_initialized",
@@ -20,6 +22,7 @@ __all__ = [
     "all_reduce",
     "broadcast_object",
     "all_gather_object",
+    "WindowTotals",
     "JobMeasurement",
     "reduce_measurement",
 ]
@@ -98,6 +101,44 @@ def all_gather_object(obj: Any) -> list[Any]:
     return out
 
 
+class WindowTotals(Protocol):
+    """What :func:`reduce_measurement` reads from one rank's measurement window.
+
+    :class:`zeus_core.monitor.measurement.Measurement` has these attributes; the protocol keeps
+    this low-level module from importing the monitor package above it.
+    """
+
+    @property
+    def time(self) -> float:
+        """Duration of the window on this rank, s."""
+        ...
+
+    @property
+    def gpu_energy(self) -> Mapping[int, float]:
+        """Energy per GPU of this rank, J."""
+        ...
+
+    @property
+    def cpu_energy(self) -> Mapping[int, float]:
+        """Energy per CPU package of this rank, J."""
+        ...
+
+    @property
+    def dram_energy(self) -> Mapping[int, float]:
+        """Energy per package's DRAM of this rank, J."""
+        ...
+
+    @property
+    def estimated(self) -> bool:
+        """Whether any GPU energy of this rank is an estimate from sampled power."""
+        ...
+
+    @property
+    def simulated(self) -> bool:
+        """Whether any device of this rank is simulated."""
+        ...
+
+
 @dataclass(frozen=True)
 class JobMeasurement:
     """A measurement of the whole job: every rank's devices added up.
@@ -131,11 +172,14 @@ class JobMeasurement:
         return self.total_energy / self.time if self.time > 0 else 0.0
 
 
-def reduce_measurement(m: Measurement) -> JobMeasurement:
+def reduce_measurement(m: WindowTotals) -> JobMeasurement:
     """Sum a window's energy over all ranks and take the longest time (every rank calls this).
 
     Each rank measures only its own devices, so summing never double-counts as long as no two
     ranks monitor the same GPU.
+
+    Args:
+        m: This rank's window, e.g. what ``ZeusMonitor.end_window`` returned.
     """
     sums = all_reduce(
         [

@@ -201,12 +201,14 @@ class AMDGPU(GPU):
     # -- identity -------------------------------------------------------------------------------
     @property
     def name(self) -> str:
+        """Product name as the driver reports it, e.g. ``"NVIDIA A40"``."""
         if self._name is None:
             self._name = str(self._call("name", "amdsmi_get_gpu_asic_info")["market_name"])
         return self._name
 
     @property
     def uuid(self) -> str:
+        """Unique identifier as the driver reports it."""
         if self._uuid is None:
             raw = str(self._call("uuid", "amdsmi_get_gpu_device_uuid"))
             self._uuid = raw if raw.upper().startswith("GPU-") else f"GPU-{raw}"
@@ -217,12 +219,14 @@ class AMDGPU(GPU):
         return self._call(call, "amdsmi_get_power_cap_info")
 
     def power_limit_constraints(self) -> PowerLimitConstraints:
+        """Min, max and default power limit, W (read once, then cached)."""
         info = self._cap_info("power_limit_constraints()")
         return PowerLimitConstraints(
             info["min_power_cap"] / 1e6, info["max_power_cap"] / 1e6, info["default_power_cap"] / 1e6
         )
 
     def get_power_limit(self) -> float:
+        """Current power limit, W."""
         return self._cap_info("get_power_limit()")["power_cap"] / 1e6
 
     def set_power_limit(self, watts: float) -> None:
@@ -261,13 +265,16 @@ class AMDGPU(GPU):
         return sorted({int(round(f / 1e6)) for f in hz}, reverse=True)
 
     def supported_memory_frequencies(self) -> list[int]:
+        """Supported memory clocks, MHz, highest first."""
         return self._frequencies_mhz("supported_memory_frequencies()", self._amdsmi.AmdSmiClkType.MEM)
 
     def supported_sm_frequencies(self, memory_mhz: int | None = None) -> list[int]:
+        """Supported SM clocks, MHz, highest first, at ``memory_mhz`` (default: highest)."""
         call = f"supported_sm_frequencies({memory_mhz})"
         return self._frequencies_mhz(call, self._amdsmi.AmdSmiClkType.GFX)
 
     def set_locked_sm_frequency(self, min_mhz: int, max_mhz: int | None = None) -> None:
+        """Lock the SM clock into ``[min_mhz, max_mhz]``, MHz (``max_mhz`` defaults to ``min_mhz``)."""
         upper = min_mhz if max_mhz is None else max_mhz
         call = f"set_locked_sm_frequency({min_mhz}, {max_mhz})"
         if upper < min_mhz:
@@ -275,6 +282,7 @@ class AMDGPU(GPU):
         self._call(call, "amdsmi_set_gpu_clk_range", int(min_mhz), int(upper), self._amdsmi.AmdSmiClkType.GFX)
 
     def reset_locked_sm_frequency(self) -> None:
+        """Let the driver choose the SM clock again."""
         clocks = self.supported_sm_frequencies()
         if not clocks:
             raise ZeusNotSupportedError(f"GPU {self.index}: amdsmi lists no graphics clocks to reset to.")

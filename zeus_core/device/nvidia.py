@@ -215,6 +215,7 @@ class NVIDIAGPU(GPU):
     # -- identity -------------------------------------------------------------------------------
     @property
     def name(self) -> str:
+        """Product name as the driver reports it, e.g. ``"NVIDIA A40"``."""
         if self._name is None:
             name = self._call("name", "nvmlDeviceGetName")
             self._name = name.decode() if isinstance(name, bytes) else str(name)
@@ -222,6 +223,7 @@ class NVIDIAGPU(GPU):
 
     @property
     def uuid(self) -> str:
+        """Unique identifier as the driver reports it."""
         if self._uuid is None:
             uuid = self._call("uuid", "nvmlDeviceGetUUID")
             self._uuid = uuid.decode() if isinstance(uuid, bytes) else str(uuid)
@@ -229,6 +231,7 @@ class NVIDIAGPU(GPU):
 
     # -- power limit ----------------------------------------------------------------------------
     def power_limit_constraints(self) -> PowerLimitConstraints:
+        """Min, max and default power limit, W (read once, then cached)."""
         if self._constraints is None:
             lo_mw, hi_mw = self._call(
                 "power_limit_constraints()", "nvmlDeviceGetPowerManagementLimitConstraints"
@@ -238,6 +241,7 @@ class NVIDIAGPU(GPU):
         return self._constraints
 
     def get_power_limit(self) -> float:
+        """Current power limit, W."""
         return self._call("get_power_limit()", "nvmlDeviceGetPowerManagementLimit") / 1000.0
 
     def set_power_limit(self, watts: float) -> None:
@@ -271,10 +275,12 @@ class NVIDIAGPU(GPU):
 
     # -- clocks ---------------------------------------------------------------------------------
     def supported_memory_frequencies(self) -> list[int]:
+        """Supported memory clocks, MHz, highest first."""
         clocks = self._call("supported_memory_frequencies()", "nvmlDeviceGetSupportedMemoryClocks")
         return sorted((int(c) for c in clocks), reverse=True)
 
     def supported_sm_frequencies(self, memory_mhz: int | None = None) -> list[int]:
+        """Supported SM clocks, MHz, highest first, at ``memory_mhz`` (default: highest)."""
         if memory_mhz is None:
             memory = self.supported_memory_frequencies()
             if not memory:
@@ -286,6 +292,7 @@ class NVIDIAGPU(GPU):
         return sorted((int(c) for c in clocks), reverse=True)
 
     def set_locked_sm_frequency(self, min_mhz: int, max_mhz: int | None = None) -> None:
+        """Lock the SM clock into ``[min_mhz, max_mhz]``, MHz (``max_mhz`` defaults to ``min_mhz``)."""
         upper = min_mhz if max_mhz is None else max_mhz
         call = f"set_locked_sm_frequency({min_mhz}, {max_mhz})"
         if upper < min_mhz:
@@ -293,6 +300,7 @@ class NVIDIAGPU(GPU):
         self._call(call, "nvmlDeviceSetGpuLockedClocks", int(min_mhz), int(upper))
 
     def reset_locked_sm_frequency(self) -> None:
+        """Let the driver choose the SM clock again."""
         self._call("reset_locked_sm_frequency()", "nvmlDeviceResetGpuLockedClocks")
 
     # -- energy and power -----------------------------------------------------------------------
