@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     # devices
+    "Device": "zeus_core.device.base",
     "GPU": "zeus_core.device.base",
     "CPU": "zeus_core.device.base",
     "CpuEnergy": "zeus_core.device.base",
@@ -73,7 +74,7 @@ _EXPORTS: dict[str, str] = {
 if TYPE_CHECKING:  # real types for editors and type checkers; run time stays lazy
     from zeus_core.callback import CallbackList, TrainingCallback, TrainingProtocol
     from zeus_core.device.amd import AMDGPU
-    from zeus_core.device.base import CPU, GPU, CpuEnergy, PowerLimitConstraints
+    from zeus_core.device.base import CPU, GPU, CpuEnergy, Device, PowerLimitConstraints
     from zeus_core.device.discovery import discover, get_cpus, get_gpus
     from zeus_core.device.nvidia import NVIDIAGPU
     from zeus_core.device.rapl import RaplCPU

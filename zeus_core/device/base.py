@@ -5,6 +5,10 @@ from their vendor's units (mW, mJ, µJ) at their boundary and nowhere else.
 
 Device indices are the ones the user sees: GPU ``0`` is the first GPU in
 ``CUDA_VISIBLE_DEVICES`` (or ``HIP_VISIBLE_DEVICES``), the same device as ``cuda:0`` in PyTorch.
+
+:class:`Device` is what every device reports (index, kind, vendor, name, whether it is simulated,
+whether it has an energy counter and a power reading); :class:`GPU` and :class:`CPU` are its two
+kinds. This module imports nothing from ``zeus_core``: every other device module stands on it.
 """
 
 from __future__ import annotations
@@ -12,15 +16,59 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, ClassVar, Literal
 
-__all__ = ["Clock", "PowerLimitConstraints", "GPU", "CpuEnergy", "CPU", "wall_clock"]
+__all__ = ["Clock", "DeviceKind", "Device", "PowerLimitConstraints", "GPU", "CpuEnergy", "CPU", "wall_clock"]
 
 Clock = Callable[[], float]
 """A function returning the current time in seconds."""
 
 wall_clock: Clock = time.time
 """The default clock: wall-clock seconds since the epoch (comparable across processes)."""
+
+
+DeviceKind = Literal["gpu", "cpu"]
+"""The kinds of device: a GPU, or a CPU package (with its DRAM)."""
+
+
+class Device(ABC):
+    """What every device can report, whatever its kind and vendor.
+
+    Attributes:
+        index: The index the user sees (``cuda:<index>`` for GPUs, the package number for CPUs).
+        kind: ``"gpu"`` or ``"cpu"`` (set by :class:`GPU` and :class:`CPU`).
+        vendor: Who makes or backs it, e.g. ``"nvidia"``, ``"amd"``, ``"rapl"``, ``"simulated"``.
+    """
+
+    kind: ClassVar[DeviceKind]
+    vendor: str = "unknown"
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    @property
+    def simulated(self) -> bool:
+        """Whether this device is simulated rather than real hardware."""
+        return False
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """Product or domain name, e.g. ``"NVIDIA A40"`` or ``"package-0"``."""
+
+    @property
+    @abstractmethod
+    def has_energy_counter(self) -> bool:
+        """Whether the device's energy is read from a hardware counter (else integrated from power)."""
+
+    @property
+    @abstractmethod
+    def has_power_reading(self) -> bool:
+        """Whether the device reports its instantaneous power draw, W."""
+
+    @abstractmethod
+    def describe(self) -> str:
+        """One line naming the device, e.g. ``"GPU 0: NVIDIA A40 (simulated)"``."""
 
 
 @dataclass(frozen=True)
@@ -38,7 +86,7 @@ class PowerLimitConstraints:
     default_w: float
 
 
-class GPU(ABC):
+class GPU(Device):
     """One GPU.
 
     Attributes:
@@ -46,25 +94,17 @@ class GPU(ABC):
         vendor: ``"nvidia"``, ``"amd"`` or ``"simulated"``.
     """
 
-    vendor: str = "unknown"
-
-    def __init__(self, index: int) -> None:
-        self.index = index
+    kind: ClassVar[DeviceKind] = "gpu"
 
     @property
-    def simulated(self) -> bool:
-        """Whether this GPU is simulated rather than real hardware."""
-        return False
+    def has_power_reading(self) -> bool:
+        """Every GPU backend reports its power draw (:meth:`get_power`)."""
+        return True
 
     @property
     def clock(self) -> Clock:
         """The clock this device's readings refer to (wall-clock seconds for real hardware)."""
         return wall_clock
-
-    @property
-    @abstractmethod
-    def name(self) -> str:
-        """Product name, e.g. ``"NVIDIA A40"``."""
 
     @property
     @abstractmethod
@@ -152,23 +192,23 @@ class CpuEnergy:
     dram_j: float | None
 
 
-class CPU(ABC):
-    """One CPU package (socket), with its DRAM where the platform meters it."""
+class CPU(Device):
+    """One CPU package (socket), with its DRAM where the platform meters it.
 
-    vendor: str = "unknown"
+    CPU energy comes from cumulative counters (RAPL); there is no instantaneous power reading.
+    """
 
-    def __init__(self, index: int) -> None:
-        self.index = index
+    kind: ClassVar[DeviceKind] = "cpu"
 
     @property
-    def simulated(self) -> bool:
-        """Whether this CPU is simulated."""
+    def has_energy_counter(self) -> bool:
+        """CPU packages are metered by energy counters (:meth:`get_energy`)."""
+        return True
+
+    @property
+    def has_power_reading(self) -> bool:
+        """CPU packages have no instantaneous power reading; power is energy over time."""
         return False
-
-    @property
-    @abstractmethod
-    def name(self) -> str:
-        """Name of the package, e.g. ``"package-0"``."""
 
     @property
     @abstractmethod

@@ -18,7 +18,8 @@ import threading
 from typing import TYPE_CHECKING, Any, Mapping
 
 from zeus_core.device.base import GPU, PowerLimitConstraints
-from zeus_core.device.discovery import Unavailable, parse_visible_devices
+from zeus_core.device.registry import Unavailable
+from zeus_core.device.visibility import parse_visible_devices
 from zeus_core.exceptions import (
     ZeusConfigError,
     ZeusDeviceError,
