@@ -1,0 +1,135 @@
+"""The package's shape: no import cycles, no private cross-imports, layers that import only downwards.
+
+The graph comes from the source (``tests/core/import_graph.py``), so a failure names the
+``file:line`` of each import to change. ARCHITECTURE.md describes the layers checked here.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.core.import_graph import (
+    REPO_ROOT,
+    ImportEdge,
+    import_cycles,
+    import_edges,
+    library_modules,
+    private_imports,
+    private_module_owner,
+)
+
+EDGES = import_edges()
+
+# The bottom of zeus_core: what each may import from the library, whether at module level, inside a
+# function or for type checkers. Everything else stands on these, so they must not point back up.
+FOUNDATION: dict[str, set[str]] = {
+    "zeus_core.exceptions": set(),
+    "zeus_core.callback": set(),
+    "zeus_core.distributed": set(),
+    "zeus_core.console": {"zeus_core.distributed"},
+    "zeus_core.metric": {"zeus_core.exceptions"},
+    "zeus_core.monitor.measurement": set(),
+}
+
+# What the device layer may stand on besides itself.
+DEVICE_FOUNDATION = {"zeus_core.exceptions", "zeus_core.console"}
+# `zeus-suite env` lives beside discovery but is a command: it may use layers above the devices.
+DEVICE_COMMANDS = {"zeus_core.device.env_report"}
+
+
+def _listing(edges: list[ImportEdge]) -> str:
+    return "\n  " + "\n  ".join(e.describe() for e in edges)
+
+
+def test_the_graph_sees_the_library() -> None:
+    modules = library_modules()
+    assert {"zeus_core", "zeus_core.device.base", "zeus_integrations.lightning"} <= set(modules)
+    importers = {e.importer for e in EDGES}
+    assert "zeus_core.device.nvidia" in importers and "zeus_integrations.lightning" in importers
+    # function-level and TYPE_CHECKING imports are seen too
+    assert any(not e.module_level for e in EDGES) and any(e.type_checking for e in EDGES)
+
+
+def test_no_import_cycle_among_module_level_imports() -> None:
+    cycles = import_cycles([e for e in EDGES if e.runs_on_import])
+    message = "".join(f"\nimport cycle:{_listing(cycle)}" for cycle in cycles)
+    assert not cycles, message + "\nMove the shared names into a lower module, or import inside the function."
+
+
+def test_no_cycle_through_the_device_layer_even_via_function_imports() -> None:
+    runtime = [e for e in EDGES if not e.type_checking]
+    cycles = [c for c in import_cycles(runtime) if any(e.importer.startswith("zeus_core.device") for e in c)]
+    message = "".join(f"\nimport cycle:{_listing(cycle)}" for cycle in cycles)
+    assert not cycles, message + "\nVendors use zeus_core.device.registry, never discovery."
+
+
+def test_no_module_imports_another_packages_private_module() -> None:
+    offending = private_imports(EDGES)
+    assert not offending, (
+        "private modules imported from outside their package:"
+        + _listing(offending)
+        + "\nMake the module public (no leading underscore) and document it, or move what is shared."
+    )
+
+
+@pytest.mark.parametrize(
+    ("module", "owner"),
+    [
+        ("zeus_core.optimizer.power_limit._restore", "zeus_core.optimizer.power_limit"),
+        ("zeus_core._private.deep", "zeus_core"),
+        ("zeus_core.device.base", None),
+        ("zeus_core.__init__", None),
+    ],
+)
+def test_private_module_owner(module: str, owner: str | None) -> None:
+    assert private_module_owner(module) == owner
+
+
+def test_private_imports_are_found_only_across_packages() -> None:
+    def edge(importer: str, imported: str) -> ImportEdge:
+        return ImportEdge(importer, imported, "x.py", 1, True, False)
+
+    inside = edge("zeus_core.optimizer.power_limit.optimizer", "zeus_core.optimizer.power_limit._restore")
+    package = edge("zeus_core.optimizer.power_limit", "zeus_core.optimizer.power_limit._restore")
+    across = edge(
+        "zeus_core.optimizer.pipeline_frequency.controller", "zeus_core.optimizer.power_limit._restore"
+    )
+    assert private_imports([inside, package, across]) == [across]
+
+
+def test_a_cycle_is_reported_with_its_lines() -> None:
+    a_to_b = ImportEdge("pkg.a", "pkg.b", "pkg/a.py", 3, True, False)
+    b_to_a = ImportEdge("pkg.b", "pkg.a", "pkg/b.py", 7, False, False)
+    c_to_a = ImportEdge("pkg.c", "pkg.a", "pkg/c.py", 1, True, False)
+    assert import_cycles([a_to_b, b_to_a, c_to_a]) == [[a_to_b, b_to_a]]
+    assert import_cycles([a_to_b, c_to_a]) == []
+
+
+@pytest.mark.parametrize("module", sorted(FOUNDATION))
+def test_foundation_modules_import_nothing_above_them(module: str) -> None:
+    above = [e for e in EDGES if e.importer == module and e.imported not in FOUNDATION[module]]
+    assert not above, f"{module} is at the bottom of zeus_core and must not import:" + _listing(above)
+
+
+def test_devices_stand_only_on_the_foundation() -> None:
+    above = [
+        e
+        for e in EDGES
+        if e.importer.startswith("zeus_core.device")
+        and e.importer not in DEVICE_COMMANDS
+        and not e.imported.startswith("zeus_core.device")
+        and e.imported not in DEVICE_FOUNDATION
+    ]
+    assert not above, "device modules import layers above them:" + _listing(above)
+
+
+def test_every_device_module_imports_first_in_a_fresh_interpreter() -> None:
+    modules = sorted(m for m in library_modules() if m.startswith("zeus_core.device"))
+    for module in modules:
+        out = subprocess.run(
+            [sys.executable, "-c", f"import {module}"], capture_output=True, text=True, cwd=REPO_ROOT
+        )
+        assert out.returncode == 0, f"`import {module}` failed on its own:\n{out.stderr}"
