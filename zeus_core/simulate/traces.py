@@ -169,6 +169,55 @@ def _gpu_name(power_csv: Path) -> str:
     return stem[len("summary_power_") :] if stem.startswith("summary_power_") else stem
 
 
+def _matches(row: dict[str, str], workload: Workload) -> bool:
+    return (row["dataset"], row["network"], row["optimizer"]) == (
+        workload.dataset,
+        workload.network,
+        workload.optimizer,
+    )
+
+
+def _read_epochs(workload: Workload, power_csv: Path) -> dict[tuple[int, int], EpochProfile]:
+    """(batch size, power limit W) -> time and power per epoch, from the workload's power-trace rows."""
+    epochs: dict[tuple[int, int], EpochProfile] = {}
+    for line, row in enumerate(_read_csv(power_csv, _POWER_COLUMNS), start=2):
+        if not _matches(row, workload):
+            continue
+        bs = int(_number(row, "batch_size", power_csv, line))
+        pl = int(_number(row, "power_limit", power_csv, line))
+        t, p = _number(row, "time_per_epoch", power_csv, line), _number(row, "average_power", power_csv, line)
+        if not (t > 0 and p > 0 and math.isfinite(t) and math.isfinite(p)):
+            raise ZeusProfileError(
+                f"{power_csv}:{line}: time_per_epoch={t} and average_power={p} must be > 0."
+            )
+        epochs[(bs, pl)] = EpochProfile(t, p)
+    if not epochs:
+        key = (workload.dataset, workload.network, workload.optimizer)
+        raise ZeusProfileError(f"load_workload_trace: {power_csv} has no rows for {key}.")
+    return epochs
+
+
+def _read_target_epochs(workload: Workload, train_csv: Path) -> dict[int, dict[str, int | None]]:
+    """Batch size -> run -> the epoch that reached the workload's target (``None``: never)."""
+    runs: dict[int, dict[str, int | None]] = {}
+    for line, row in enumerate(_read_csv(train_csv, _TRAIN_COLUMNS), start=2):
+        if not _matches(row, workload):
+            continue
+        if not math.isclose(_number(row, "target_metric", train_csv, line), workload.target_metric):
+            continue
+        bs = int(_number(row, "batch_size", train_csv, line))
+        epoch = _number(row, "target_epoch", train_csv, line)
+        runs.setdefault(bs, {})[row["run"]] = None if math.isnan(epoch) else int(epoch)
+    return runs
+
+
+def _capped_default_batch_size(workload: Workload, sizes: tuple[int, ...], power_sizes: set[int]) -> int:
+    """The user's batch size, capped by the power trace, lowered to a batch size both traces have."""
+    cap = min(workload.default_batch_size, max(power_sizes))
+    below = [b for b in sizes if b <= cap]
+    return below[-1] if below else sizes[0]
+
+
 def load_workload_trace(
     workload: Workload, train_csv: str | Path, power_csv: str | Path, gpu: str | None = None
 ) -> WorkloadTrace:
@@ -190,32 +239,8 @@ def load_workload_trace(
         ZeusProfileError: A file is missing or malformed, or holds no data for the workload.
     """
     train_csv, power_csv = Path(train_csv), Path(power_csv)
-    key = (workload.dataset, workload.network, workload.optimizer)
-    epochs: dict[tuple[int, int], EpochProfile] = {}
-    for line, row in enumerate(_read_csv(power_csv, _POWER_COLUMNS), start=2):
-        if (row["dataset"], row["network"], row["optimizer"]) != key:
-            continue
-        bs, pl = (
-            int(_number(row, "batch_size", power_csv, line)),
-            int(_number(row, "power_limit", power_csv, line)),
-        )
-        t, p = _number(row, "time_per_epoch", power_csv, line), _number(row, "average_power", power_csv, line)
-        if not (t > 0 and p > 0 and math.isfinite(t) and math.isfinite(p)):
-            raise ZeusProfileError(
-                f"{power_csv}:{line}: time_per_epoch={t} and average_power={p} must be > 0."
-            )
-        epochs[(bs, pl)] = EpochProfile(t, p)
-    if not epochs:
-        raise ZeusProfileError(f"load_workload_trace: {power_csv} has no rows for {key}.")
-    runs: dict[int, dict[str, int | None]] = {}
-    for line, row in enumerate(_read_csv(train_csv, _TRAIN_COLUMNS), start=2):
-        if (row["dataset"], row["network"], row["optimizer"]) != key:
-            continue
-        if not math.isclose(_number(row, "target_metric", train_csv, line), workload.target_metric):
-            continue
-        bs = int(_number(row, "batch_size", train_csv, line))
-        epoch = _number(row, "target_epoch", train_csv, line)
-        runs.setdefault(bs, {})[row["run"]] = None if math.isnan(epoch) else int(epoch)
+    epochs = _read_epochs(workload, power_csv)
+    runs = _read_target_epochs(workload, train_csv)
     power_sizes = {bs for bs, _ in epochs}
     sizes = tuple(sorted(power_sizes & set(runs)))
     if not sizes:
@@ -223,11 +248,10 @@ def load_workload_trace(
             f"load_workload_trace: no batch size of {workload.name} (target {workload.target_metric}) "
             f"is in both {train_csv} and {power_csv}."
         )
-    cap = min(workload.default_batch_size, max(power_sizes))
-    below = [b for b in sizes if b <= cap]
-    default = below[-1] if below else sizes[0]
     return WorkloadTrace(
-        workload=replace(workload, default_batch_size=default),
+        workload=replace(
+            workload, default_batch_size=_capped_default_batch_size(workload, sizes, power_sizes)
+        ),
         gpu=gpu or _gpu_name(power_csv),
         batch_sizes=sizes,
         power_limits=tuple(sorted({pl for bs, pl in epochs if bs in sizes})),
