@@ -40,6 +40,29 @@ DEVICE_FOUNDATION = {"zeus_core.exceptions", "zeus_core.console"}
 DEVICE_COMMANDS = {"zeus_core.device.env_report"}
 
 
+# The layers of ARCHITECTURE.md, bottom first: (name, module prefixes). A module imports only from its
+# own layer or a lower one. Commands and the package facades (cli.py, zeus_core/__init__.py,
+# device/env_report.py) sit outside the layers and are not checked here.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("foundation", tuple(FOUNDATION)),
+    ("device", ("zeus_core.device", "zeus_core.settings")),  # settings: recording and restoring GPU settings
+    ("monitor", ("zeus_core.monitor",)),
+    ("optimizers", ("zeus_core.optimizer",)),
+    ("simulate", ("zeus_core.simulate",)),
+    ("integrations", ("zeus_integrations",)),
+]
+OUTSIDE_LAYERS = {"zeus_core", "zeus_core.cli", *DEVICE_COMMANDS}
+
+
+def _layer(module: str) -> int | None:
+    if module in OUTSIDE_LAYERS:
+        return None
+    for rank, (_, prefixes) in enumerate(LAYERS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return rank
+    return None
+
+
 def _listing(edges: list[ImportEdge]) -> str:
     return "\n  " + "\n  ".join(e.describe() for e in edges)
 
@@ -124,6 +147,24 @@ def test_devices_stand_only_on_the_foundation() -> None:
         and e.imported not in DEVICE_FOUNDATION
     ]
     assert not above, "device modules import layers above them:" + _listing(above)
+
+
+def test_layers_import_only_downwards() -> None:
+    upwards = []
+    for edge in EDGES:
+        low, high = _layer(edge.importer), _layer(edge.imported)
+        if not edge.type_checking and low is not None and high is not None and high > low:
+            upwards.append(edge)
+    names = " < ".join(name for name, _ in LAYERS)
+    assert not upwards, f"imports that point up the layers ({names}):" + _listing(upwards)
+
+
+def test_every_library_module_has_a_layer() -> None:
+    unplaced = sorted(m for m in library_modules() if _layer(m) is None and m not in OUTSIDE_LAYERS)
+    assert not unplaced, (
+        f"modules in no layer: {unplaced}. Add each to LAYERS in tests/core/test_architecture.py (and "
+        "to ARCHITECTURE.md), by what it imports and what imports it."
+    )
 
 
 def test_every_device_module_imports_first_in_a_fresh_interpreter() -> None:
