@@ -24,53 +24,39 @@ __all__ = ["TrainingProtocol", "TrainingCallback", "CallbackList"]
 
 @runtime_checkable
 class TrainingProtocol(Protocol):
-    """What an adapter drives. Steps are optimizer steps."""
+    """What an adapter drives. Steps are optimizer steps.
+
+    Each event has a no-op body (``return None``, not ``...``) so that :class:`TrainingCallback`
+    inherits working defaults and type checkers do not take the events for abstract methods.
+    """
 
     def on_train_begin(self) -> None:
         """Training starts (before the first epoch)."""
-        ...
+        return None
 
     def on_epoch_begin(self) -> None:
         """A training epoch starts."""
-        ...
+        return None
 
     def on_step_begin(self) -> None:
         """An optimizer step starts (before its first micro-batch)."""
-        ...
+        return None
 
     def on_step_end(self) -> None:
         """An optimizer step ended (after ``optimizer.step()``)."""
-        ...
+        return None
 
     def on_epoch_end(self) -> None:
         """A training epoch ended."""
-        ...
+        return None
 
     def on_train_end(self) -> None:
-        """Training ended, normally or by an exception (called exactly once)."""
-        ...
+        """Training ended, normally or by an exception (exactly once). Restore anything you changed."""
+        return None
 
 
-class TrainingCallback:
-    """Base class with a no-op for every event; override the ones you need."""
-
-    def on_train_begin(self) -> None:
-        """Training starts (before the first epoch)."""
-
-    def on_epoch_begin(self) -> None:
-        """A training epoch starts."""
-
-    def on_step_begin(self) -> None:
-        """An optimizer step starts (before its first micro-batch)."""
-
-    def on_step_end(self) -> None:
-        """An optimizer step ended (after ``optimizer.step()``)."""
-
-    def on_epoch_end(self) -> None:
-        """A training epoch ended."""
-
-    def on_train_end(self) -> None:
-        """Training ended, normally or by an exception. Restore anything you changed."""
+class TrainingCallback(TrainingProtocol):
+    """Base class with a no-op for every event (inherited from the protocol); override the ones you need."""
 
 
 class CallbackList(TrainingCallback):

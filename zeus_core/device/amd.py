@@ -202,7 +202,7 @@ class AMDGPU(GPU):
     # -- identity -------------------------------------------------------------------------------
     @property
     def name(self) -> str:
-        """Product name as the driver reports it, e.g. ``"NVIDIA A40"``."""
+        """Product name as the driver reports it, e.g. ``"AMD Instinct MI300X"``."""
         if self._name is None:
             self._name = str(self._call("name", "amdsmi_get_gpu_asic_info")["market_name"])
         return self._name
@@ -220,14 +220,14 @@ class AMDGPU(GPU):
         return self._call(call, "amdsmi_get_power_cap_info")
 
     def power_limit_constraints(self) -> PowerLimitConstraints:
-        """Min, max and default power limit, W (read once, then cached)."""
+        """Min, max and default power cap, W."""
         info = self._cap_info("power_limit_constraints()")
         return PowerLimitConstraints(
             info["min_power_cap"] / 1e6, info["max_power_cap"] / 1e6, info["default_power_cap"] / 1e6
         )
 
     def get_power_limit(self) -> float:
-        """Current power limit, W."""
+        """Current power cap, W."""
         return self._cap_info("get_power_limit()")["power_cap"] / 1e6
 
     def set_power_limit(self, watts: float) -> None:
@@ -270,7 +270,7 @@ class AMDGPU(GPU):
         return self._frequencies_mhz("supported_memory_frequencies()", self._amdsmi.AmdSmiClkType.MEM)
 
     def supported_sm_frequencies(self, memory_mhz: int | None = None) -> list[int]:
-        """Supported SM clocks, MHz, highest first, at ``memory_mhz`` (default: highest)."""
+        """Supported graphics (SM) clocks, MHz, highest first (amdsmi: the same at every memory clock)."""
         call = f"supported_sm_frequencies({memory_mhz})"
         return self._frequencies_mhz(call, self._amdsmi.AmdSmiClkType.GFX)
 
@@ -283,7 +283,7 @@ class AMDGPU(GPU):
         self._call(call, "amdsmi_set_gpu_clk_range", int(min_mhz), int(upper), self._amdsmi.AmdSmiClkType.GFX)
 
     def reset_locked_sm_frequency(self) -> None:
-        """Let the driver choose the SM clock again."""
+        """Unlock the graphics clock: its range goes back to every supported clock, lowest to highest."""
         clocks = self.supported_sm_frequencies()
         if not clocks:
             raise ZeusNotSupportedError(f"GPU {self.index}: amdsmi lists no graphics clocks to reset to.")
