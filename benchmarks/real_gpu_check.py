@@ -24,7 +24,7 @@ import time
 
 import torch
 
-from zeus_core import PowerMonitor, ZeusMonitor, get_gpus
+from zeus_core import Measurement, PowerMonitor, ZeusMonitor, get_gpus
 from zeus_core.exceptions import ZeusError
 from zeus_core.optimizer.power_limit import GlobalPowerLimitOptimizer, MaxSlowdownConstraint
 
@@ -42,6 +42,19 @@ def matmul_loop(seconds: float) -> int:
         count += 20
         torch.cuda.synchronize()
     return count
+
+
+def measured_matmuls(gpu, warmup_s: float, seconds: float) -> tuple[int, Measurement]:
+    """Warm the clocks up for ``warmup_s``, then run matmuls for ``seconds`` in a window of a fresh monitor.
+
+    Returns:
+        How many matmuls ran in the window, and the window's measurement.
+    """
+    monitor = ZeusMonitor(gpus=[gpu], cpu_indices=[])
+    matmul_loop(warmup_s)
+    monitor.begin_window("matmuls")
+    count = matmul_loop(seconds)
+    return count, monitor.end_window("matmuls")
 
 
 def section_devices(results: dict) -> list:
@@ -158,11 +171,7 @@ def section_power_limits(gpu, results: dict) -> None:
     try:
         for limit in (c.max_w, round((c.max_w + c.min_w) / 2), c.min_w):
             gpu.set_power_limit(limit)
-            monitor = ZeusMonitor(gpus=[gpu], cpu_indices=[])
-            matmul_loop(1.0)
-            monitor.begin_window("pl")
-            count = matmul_loop(4.0)
-            m = monitor.end_window("pl")
+            count, m = measured_matmuls(gpu, warmup_s=1.0, seconds=4.0)
             tflop = 2 * N**3 * count / 1e12
             rows.append(
                 {
@@ -246,11 +255,7 @@ def section_clocks(gpu, results: dict) -> None:
     try:
         for f in picks:
             gpu.set_locked_sm_frequency(f)
-            monitor = ZeusMonitor(gpus=[gpu], cpu_indices=[])
-            matmul_loop(0.5)
-            monitor.begin_window("f")
-            count = matmul_loop(3.0)
-            m = monitor.end_window("f")
+            count, m = measured_matmuls(gpu, warmup_s=0.5, seconds=3.0)
             rows.append(
                 {
                     "sm_mhz": f,
