@@ -91,6 +91,17 @@ def test_every_lazy_export_is_imported_under_type_checking(init: Path) -> None:
     assert not extra, f"{init}: imported under TYPE_CHECKING but missing from _EXPORTS: {extra}"
 
 
+@pytest.mark.parametrize("package", LIBRARY_PACKAGES)
+def test_each_package_ships_its_py_typed_marker(package: str) -> None:
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11")
+    assert (REPO_ROOT / package / "py.typed").is_file(), f"add an empty {package}/py.typed"
+    config = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    package_data = config["tool"]["setuptools"]["package-data"]
+    assert "py.typed" in package_data.get(package, []), (
+        f'pyproject.toml: add {package} = ["py.typed"] under [tool.setuptools.package-data]'
+    )
+
+
 @pytest.mark.slow
 def test_mypy_sees_the_real_classes() -> None:
     mypy_api = pytest.importorskip("mypy.api", reason="mypy is in the dev extra: pip install -e '.[dev]'")
