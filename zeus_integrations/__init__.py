@@ -22,7 +22,13 @@ if TYPE_CHECKING:  # real types for editors and type checkers; run time stays la
     from zeus_integrations.huggingface import ZeusTrainerCallback
     from zeus_integrations.lightning import ZeusCallback
 
-__all__ = sorted(_EXPORTS)
+# Written out (not computed from _EXPORTS) so that type checkers and editors read it: a name in
+# __all__ is re-exported for them. tests/core/test_typed_api.py keeps it equal to _EXPORTS.
+__all__ = [
+    "ZeusAccelerateHook",
+    "ZeusCallback",
+    "ZeusTrainerCallback",
+]
 
 
 def __getattr__(name: str) -> Any:

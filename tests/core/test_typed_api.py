@@ -70,6 +70,20 @@ def _type_checking_imports(init: Path) -> dict[str, str]:
     return imported
 
 
+def _literal_all(init: Path) -> list[str] | None:
+    """``__all__`` if the module assigns it a literal list or tuple of strings (what type checkers read)."""
+    tree = ast.parse(init.read_text(encoding="utf-8"))
+    for node in tree.body:
+        if _assigned_name(node) == "__all__":
+            assert isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                return None
+            return list(value)
+    return None
+
+
 def test_the_lazy_packages_are_found() -> None:
     packages = {_package_name(p) for p in _lazy_init_modules()}
     assert {"zeus_core", "zeus_integrations", "zeus_core.optimizer.pipeline_frequency"} <= packages
@@ -91,6 +105,18 @@ def test_every_lazy_export_is_imported_under_type_checking(init: Path) -> None:
     assert not extra, f"{init}: imported under TYPE_CHECKING but missing from _EXPORTS: {extra}"
 
 
+@pytest.mark.parametrize("init", _lazy_init_modules(), ids=_package_name)
+def test_all_is_a_literal_list_of_the_lazy_exports(init: Path) -> None:
+    # mypy and pyright re-export only names they can read in __all__; a computed __all__ hides them all.
+    listed = _literal_all(init)
+    assert listed is not None, f"{init}: write __all__ as a literal list of names, not an expression"
+    exports, listed_names = set(_declared_exports(init)), set(listed) - {"__version__"}
+    assert listed_names == exports, (
+        f"{init}: __all__ and _EXPORTS differ: only in __all__ {sorted(listed_names - exports)}, "
+        f"only in _EXPORTS {sorted(exports - listed_names)}"
+    )
+
+
 @pytest.mark.parametrize("package", LIBRARY_PACKAGES)
 def test_each_package_ships_its_py_typed_marker(package: str) -> None:
     tomllib = pytest.importorskip("tomllib", reason="tomllib is in the standard library from Python 3.11")
@@ -105,11 +131,12 @@ def test_each_package_ships_its_py_typed_marker(package: str) -> None:
 @pytest.mark.slow
 def test_mypy_sees_the_real_classes() -> None:
     mypy_api = pytest.importorskip("mypy.api", reason="mypy is in the dev extra: pip install -e '.[dev]'")
+    # The `from … import` form fails (not just reveals Any) where a facade does not re-export a name.
     source = (
-        "import zeus_core\n"
-        "import zeus_integrations\n"
-        "reveal_type(zeus_core.ZeusMonitor)\n"
-        "reveal_type(zeus_integrations.ZeusCallback)\n"
+        "from zeus_core import ZeusMonitor\n"
+        "from zeus_integrations import ZeusCallback\n"
+        "reveal_type(ZeusMonitor)\n"
+        "reveal_type(ZeusCallback)\n"
     )
     # The file lives in the repository root so that mypy resolves this checkout's packages.
     fd, path = tempfile.mkstemp(prefix="_reveal_api_", suffix=".py", dir=REPO_ROOT)
@@ -124,6 +151,8 @@ def test_mypy_sees_the_real_classes() -> None:
         )
     finally:
         os.unlink(path)
+    not_exported = [line for line in stdout.splitlines() if "does not explicitly export" in line]
+    assert not not_exported, not_exported
     revealed = [line for line in stdout.splitlines() if "Revealed type" in line]
     assert len(revealed) == 2, stdout + stderr
     assert "zeus_core.monitor.energy.ZeusMonitor" in revealed[0], revealed[0]

@@ -87,7 +87,40 @@ if TYPE_CHECKING:  # real types for editors and type checkers; run time stays la
         synchronous_1f1b,
     )
 
-__all__ = sorted(_EXPORTS)
+# Written out (not computed from _EXPORTS) so that type checkers and editors read it: a name in
+# __all__ is re-exported for them. tests/core/test_typed_api.py keeps it equal to _EXPORTS.
+__all__ = [
+    "ControlMode",
+    "ConvexHullCostModel",
+    "CostModel",
+    "ExponentialCostModel",
+    "FrequencyController",
+    "FrequencyPlan",
+    "FrequencySweep",
+    "Frontier",
+    "Instruction",
+    "InstructionKind",
+    "InstructionOptions",
+    "InstructionProfile",
+    "InstructionProfiler",
+    "PHYSICAL_GPUS",
+    "PerseusRuntime",
+    "PipelineDAG",
+    "PipelineSchedule",
+    "PlanSettings",
+    "PlanTarget",
+    "ProfileMeasurement",
+    "Replay",
+    "SCHEDULES",
+    "TimeRounding",
+    "gpipe",
+    "make_schedule",
+    "physical_instruction_profile",
+    "plan_frontier",
+    "plot_frontier",
+    "plot_timeline",
+    "synchronous_1f1b",
+]
 
 
 def __getattr__(name: str) -> Any:
