@@ -53,6 +53,9 @@ _EXPORTS: dict[str, str] = {
     "InstructionProfile": "zeus_core.optimizer.pipeline_frequency",
     "FrequencyPlan": "zeus_core.optimizer.pipeline_frequency",
     "PerseusRuntime": "zeus_core.optimizer.pipeline_frequency",
+    # GPU settings: record at start, restore on every exit path
+    "SettingsGuard": "zeus_core.settings",
+    "Setting": "zeus_core.settings",
     # training protocol and ranks
     "TrainingProtocol": "zeus_core.callback",
     "TrainingCallback": "zeus_core.callback",
@@ -118,6 +121,7 @@ if TYPE_CHECKING:  # real types for editors and type checkers; run time stays la
         Time,
         ZeusCost,
     )
+    from zeus_core.settings import Setting, SettingsGuard
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 

@@ -33,7 +33,15 @@ from typing import Any, Iterator, Protocol
 
 from zeus_core import console
 
-__all__ = ["Restorer", "register", "unregister", "critical", "in_critical_section", "SIGNALS"]
+__all__ = [
+    "Restorer",
+    "register",
+    "unregister",
+    "critical",
+    "redeliver_signals",
+    "in_critical_section",
+    "SIGNALS",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -46,8 +54,8 @@ class Restorer(Protocol):
 
     what: str
 
-    def restore(self) -> None:
-        """Put back what was changed (idempotent; safe to call from any thread)."""
+    def restore(self) -> object:
+        """Put back what was changed (idempotent; safe to call from any thread); the result is unused."""
 
 
 class _State:
@@ -73,29 +81,40 @@ def in_critical_section() -> bool:
 
 
 @contextmanager
-def critical(merged: int | None = None) -> Iterator[None]:
+def critical(merged: int | None = None, redeliver: bool = True) -> Iterator[list[int]]:
     """A block during which SIGINT/SIGTERM are deferred; re-delivered when the last such block ends.
 
     Args:
         merged: A signal being handled by the caller; further signals of this kind merge into it.
+        redeliver: Whether to re-deliver the deferred signals at the end; with ``False`` the caller
+            does it with :func:`redeliver_signals` (after handling its own signal first).
+
+    Yields:
+        A list that holds, after the block, the deferred signals still to be re-delivered.
     """
+    pending: list[int] = []
     with _state.lock:
         _state.depth += 1
         if merged is not None:
             _state.merged.add(merged)
     try:
-        yield
+        yield pending
     finally:
         with _state.lock:
             _state.depth -= 1
-            pending: list[int] = []
             if _state.depth == 0:
-                pending = [s for s in dict.fromkeys(_state.deferred) if s not in _state.merged]
+                pending += [s for s in dict.fromkeys(_state.deferred) if s not in _state.merged]
                 _state.deferred.clear()
                 _state.merged.clear()
-        for signum in pending:  # handled as the process would have, now that the restore is done
-            logger.debug("Re-delivering %s deferred during a restore.", signal.Signals(signum).name)
-            os.kill(os.getpid(), signum)
+        if redeliver:
+            redeliver_signals(pending)
+
+
+def redeliver_signals(signums: list[int]) -> None:
+    """Send ``signums`` to this process again, in order: handled as they would have been without a restore."""
+    for signum in signums:
+        logger.debug("Re-delivering %s deferred during a restore.", signal.Signals(signum).name)
+        os.kill(os.getpid(), signum)
 
 
 def register(restorer: Restorer) -> None:
@@ -133,8 +152,8 @@ def _install(restorer: Restorer) -> None:
         for sig in SIGNALS:
             previous[sig] = signal.signal(sig, _on_signal)
     except (ValueError, OSError) as e:  # e.g. an embedded interpreter
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
         logger.debug("Cannot handle signals (%s); %s restored at exit only.", e, restorer.what)
         return
     _state.previous = previous
@@ -181,12 +200,15 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
         whats = [r.what for r in _state.armed]
     if whats:
         console.warn(f"Received {signal.Signals(signum).name}: restoring {', '.join(whats)}.")
-    with critical(merged=signum):
+    with critical(merged=signum, redeliver=False) as pending:
         _restore_all()
         with _state.lock:
             if not _state.armed and _state.installed:
                 _uninstall()
-    _chain(signum, previous, frame)
+    try:  # this signal first, as it came first; then those that came during the restore
+        _chain(signum, previous, frame)
+    finally:
+        redeliver_signals(pending)
 
 
 def _chain(signum: int, previous: Any, frame: FrameType | None) -> None:

@@ -563,7 +563,7 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
 
     # -- context manager ------------------------------------------------------------------------------
     def __enter__(self) -> "GlobalPowerLimitOptimizer":
-        """``with GlobalPowerLimitOptimizer(...) as plo:`` restores the original limits when the block exits."""
+        """``with GlobalPowerLimitOptimizer(...) as plo:`` restores the original limits at the block's exit."""
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
