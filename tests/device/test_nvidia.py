@@ -92,7 +92,9 @@ def test_setters_without_root_raise_permission_errors_with_the_fix(monkeypatch: 
         assert isinstance(e.value, PermissionError)
 
 
-def test_permission_check_writes_nothing_and_follows_the_process_rights(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_permission_check_writes_nothing_and_follows_the_process_rights(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     fake = install(monkeypatch, FakeGPUSpec.a40(), root=False)
     (gpu,) = nvidia_gpus()
     with pytest.raises(ZeusPermissionError, match="lacks admin rights") as e:

@@ -160,7 +160,9 @@ def test_perseus_puts_back_the_administrators_locked_clocks(tmp_path: Path, sig:
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=30)
     states = [json.loads(line) for line in log.read_text().splitlines()]
-    assert states[0]["locked"] == [1200, 1200] and len(states) >= 3, states  # the admin's lock, then the plan's
+    assert states[0]["locked"] == [1200, 1200] and len(states) >= 3, (
+        states
+    )  # the admin's lock, then the plan's
     assert states[-1]["locked"] == [1200, 1200], (states, err)  # locked as the administrator left it
     assert states[-1]["thread"] == "MainThread"  # the restore, by the signal handler
     assert all(s["thread"] == "MainThread" for s in states if s["t"] > states[-1]["t"] - 1e-9)
