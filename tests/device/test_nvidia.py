@@ -339,3 +339,15 @@ def test_overhead_benchmark_quick_mode_runs() -> None:
     out = proc.stdout
     assert "zeus-suite" in out and "zeus 0.16" in out
     assert "NVML calls 2 vs 2" in out and "NVML calls 16 vs 16" in out  # no more NVML calls than zeus
+
+
+def test_permission_check_without_the_power_management_query(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = install(monkeypatch, FakeGPUSpec.a40())
+
+    def gone(handle: object) -> int:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+
+    monkeypatch.setattr(fake, "nvmlDeviceGetPowerManagementMode", gone)  # a driver that dropped it
+    (gpu,) = nvidia_gpus()
+    gpu.check_control_permission()  # the limit range (100-300 W) says the limit is settable
+    assert fake.calls["nvmlDeviceSetPowerManagementLimit"] == 0

@@ -263,7 +263,8 @@ class NVIDIAGPU(GPU):
     def check_control_permission(self) -> None:
         """Verify, without writing anything, that this process may set limits and clocks.
 
-        NVML must report power management as enabled, and the process must hold
+        NVML must report power management as enabled (where it answers) and a limit range wider
+        than one value, and the process must hold
         ``CAP_SYS_ADMIN`` (root): :func:`~zeus_core.device.privileges.has_admin_rights`.
 
         Raises:
@@ -271,8 +272,14 @@ class NVIDIAGPU(GPU):
             ZeusNotSupportedError: This GPU's power limit cannot be changed at all.
         """
         call = "check_control_permission()"
-        mode = self._call(call, "nvmlDeviceGetPowerManagementMode")
-        if mode != getattr(self._nvml, "NVML_FEATURE_ENABLED", 1):
+        try:
+            mode = self._call(call, "nvmlDeviceGetPowerManagementMode")
+        except ZeusNotSupportedError:  # a driver without the query: the limit range decides below
+            mode = None
+        c = self.power_limit_constraints()
+        if (
+            mode is not None and mode != getattr(self._nvml, "NVML_FEATURE_ENABLED", 1)
+        ) or c.max_w <= c.min_w:
             raise ZeusNotSupportedError(
                 f"GPU {self.index}: {call}: power management is disabled on this GPU, so its power limit "
                 "cannot be changed. Measure only, or use a GPU that supports power limits."
