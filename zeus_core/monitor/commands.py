@@ -24,9 +24,11 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from zeus_core.device.base import CPU, GPU
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceError, ZeusError, ZeusPermissionError
@@ -35,6 +37,8 @@ from zeus_core.monitor.measurement import Measurement
 __all__ = [
     "add_arguments",
     "run",
+    "StopRequested",
+    "stop_on_signals",
     "add_device_arguments",
     "select_devices",
     "render_report",
@@ -47,7 +51,40 @@ _FORWARDED = (signal.SIGINT, signal.SIGTERM)
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-# -- shared with `zeus-suite power` ---------------------------------------------------------------
+# -- shared with `zeus-suite power` and `zeus-suite metrics` ------------------------------------
+class StopRequested(Exception):
+    """Raised in the main thread by SIGINT/SIGTERM inside :func:`stop_on_signals`."""
+
+
+def _raise_stop(signum: int, frame: object) -> None:
+    raise StopRequested(signal.Signals(signum).name)
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[Callable[[], None]]:
+    """Inside the block, SIGINT and SIGTERM raise :class:`StopRequested` (Ctrl-C as well as ``kill``).
+
+    Explicit handlers, because SIGINT may be inherited as ignored (a command started with ``&`` from
+    a script). Outside the main thread no handler can be installed and only ``KeyboardInterrupt``
+    stops. The previous handlers come back when the block ends.
+
+    Yields:
+        A function that ignores further SIGINT/SIGTERM until the block ends (while a summary is made).
+    """
+    main = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.signal(s, _raise_stop) for s in _FORWARDED} if main else {}
+
+    def ignore_from_now_on() -> None:
+        for s in previous:
+            signal.signal(s, signal.SIG_IGN)
+
+    try:
+        yield ignore_from_now_on
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 def add_device_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--simulate``, ``--gpu-indices`` and ``--cpu-indices`` to ``parser``."""
     parser.add_argument(
