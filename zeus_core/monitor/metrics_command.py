@@ -85,8 +85,8 @@ def run(args: argparse.Namespace) -> int:
                 f"package(s){sim}; Ctrl-C to stop",
                 flush=True,
             )
-            for device in (*gpus, *cpus):
-                print(f"  {device.describe()}", flush=True)
+            for line in [g.describe() for g in gpus] + [c.describe() for c in cpus]:
+                print(f"  {line}", flush=True)
             _wait_for_signal()
         print("zeus-suite metrics: stopped.", flush=True)
         return 0
