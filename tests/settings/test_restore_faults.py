@@ -31,9 +31,15 @@ def child_env(state: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO_ROOT), STATE_ENV: str(state), DELAY_ENV: str(SLOW_SET_S)}
 
 
-def start(state: Path, *args: str, expect: str = "READY") -> subprocess.Popen[str]:
+CHILD = [sys.executable, "-m", "tests.settings.fault_child"]
+
+
+def start(
+    state: Path, *args: str, expect: str = "READY", wrap: tuple[str, ...] = ()
+) -> subprocess.Popen[str]:
+    """Start the fault child (inside ``wrap``, e.g. ``zeus-suite measure --``) and wait for its first line."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.settings.fault_child", *args],
+        [*wrap, *CHILD, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -41,7 +47,7 @@ def start(state: Path, *args: str, expect: str = "READY") -> subprocess.Popen[st
         cwd=REPO_ROOT,
     )
     assert proc.stdout is not None
-    line = proc.stdout.readline()
+    proc.first_line = line = proc.stdout.readline()  # type: ignore[attr-defined]
     assert line.startswith(expect), line + proc.stderr.read()  # type: ignore[union-attr]
     return proc
 
@@ -89,19 +95,9 @@ def test_sigterm_while_on_train_end_restores(state: Path) -> None:
 
 
 def test_sigkill_of_measure_takes_the_child_and_its_restore_runs(state: Path) -> None:
-    measure = subprocess.Popen(
-        [sys.executable, "-m", "zeus_core.cli", "measure", "--simulate", "--cpu-indices", "--"]
-        + [sys.executable, "-m", "tests.settings.fault_child", "plo-wait"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=child_env(state),
-        cwd=REPO_ROOT,
-    )
-    assert measure.stdout is not None
-    line = measure.stdout.readline()
-    assert line.startswith("READY"), line + measure.stderr.read()  # type: ignore[union-attr]
-    child = int(line.split()[1])
+    measure_cmd = (sys.executable, "-m", "zeus_core.cli", "measure", "--simulate", "--cpu-indices", "--")
+    measure = start(state, "plo-wait", wrap=measure_cmd)
+    child = int(measure.first_line.split()[1])  # type: ignore[attr-defined]
     measure.kill()
     measure.wait(timeout=10)
     deadline = time.monotonic() + 20
