@@ -14,7 +14,7 @@ from tests.optimizer.plo_support import make_gpus, monitor_of, run_steps
 from tests.pipeline_runtime.test_controller import SlowGPU
 from zeus_core import Setting, SettingsGuard, console
 from zeus_core.device.nvidia import nvidia_gpus
-from zeus_core.device.simulated import PhysicalModel, SimulatedGPU
+from zeus_core.device.simulated import PhysicalModel, SimulatedGPU, simulate_steps
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.optimizer.pipeline_frequency.controller import FrequencyController
@@ -277,3 +277,28 @@ def test_optimizer_restores_the_limit_before_a_training_error_propagates() -> No
     run_steps(plo, gpus, 4)
     plo.on_train_end()
     assert gpus[0].get_power_limit() == 270
+
+
+@main_thread_only
+def test_a_signal_mid_measurement_restores_and_on_train_end_cancels_the_cut_window() -> None:
+    gpus = make_gpus(1)
+    gpus[0].set_power_limit(260)
+    plo = GlobalPowerLimitOptimizer(
+        monitor_of(gpus), Energy(), warmup_steps=1, profile_steps=4, pl_step=50, early_stopping=None
+    )
+    saved = signal.signal(signal.SIGTERM, lambda *a: None)  # the program's own handler: keeps running
+    try:
+        plo.on_train_begin()
+        plo.on_epoch_begin()
+        for _ in range(20):  # until inside a limit's measurement (no epoch end: it would cancel it)
+            if plo.monitor.open_windows:
+                break
+            plo.on_step_begin()
+            simulate_steps(gpus, 1)
+            plo.on_step_end()
+        signal.raise_signal(signal.SIGTERM)
+        assert gpus[0].get_power_limit() == 260 and plo.monitor.open_windows  # restored at once
+        plo.on_train_end()  # what an adapter does next
+        assert not plo.monitor.open_windows
+    finally:
+        signal.signal(signal.SIGTERM, saved)

@@ -230,6 +230,7 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
         self._settings = SettingsGuard(
             gpus, {Setting.POWER_LIMIT}, what="GPU power limits", before_restore=self._deactivate
         )
+        self._stale_window: str | None = None  # a measurement cut by a restore, cancelled by _restore
         self._window: SampleWindow | None = None
         self._warned_short = False
         self._epoch_cancels = 0
@@ -523,16 +524,26 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
 
     def _restore(self) -> None:
         """The single restore path: put back every GPU's limit found at ``on_train_begin``."""
-        if self._settings.restore():  # calls _deactivate first; signals wait until it is done
+        restored = self._settings.restore()  # calls _deactivate first; signals wait until it is done
+        window, self._stale_window = self._stale_window, None
+        if window is not None and window in self.monitor.open_windows:
+            self.monitor.end_window(window, cancel=True)
+        if restored:
             self._info(
                 "Restored the original power limits (%s).",
                 ", ".join(f"GPU {i}: {s.power_limit_w:g} W" for i, s in self._settings.recorded.items()),
             )
 
     def _deactivate(self) -> None:
-        """Stop changing limits; the settings guard runs this before it restores (also on signals)."""
+        """Stop changing limits; the settings guard runs this before it restores.
+
+        It may run inside a signal handler, so it only changes this object's state (no monitor
+        call that could wait on a lock the interrupted thread holds); :meth:`_restore` cancels the
+        measurement that was cut short.
+        """
         self._active = False
-        self._cancel_open_window()
+        if isinstance(self._state, Profiling):
+            self._stale_window = window_name(self._state.power_limit_w)
         if isinstance(self._state, (Warmup, Profiling)):
             self._state = Ready(self._state.power_limit_w, self.wait_steps + 1, self._state.refine)
 
@@ -563,7 +574,7 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
 
     # -- context manager ------------------------------------------------------------------------------
     def __enter__(self) -> "GlobalPowerLimitOptimizer":
-        """``with GlobalPowerLimitOptimizer(...) as plo:`` restores the original limits at the block's exit."""
+        """``with GlobalPowerLimitOptimizer(...) as plo:``: the original limits come back at the exit."""
         return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
