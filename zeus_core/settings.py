@@ -279,6 +279,21 @@ class SettingsGuard:
         except Exception as e:
             logger.error("Restoring %s failed while handling another error: %s", self.what, e)
 
+    def __getstate__(self) -> dict[str, object]:
+        """The state to pickle (e.g. for ``ddp_spawn``): no lock, and not armed.
+
+        The restore belongs to the process that recorded; a copy records again in its own process.
+        """
+        state = self.__dict__.copy()
+        del state["_lock"]
+        state["_armed"] = False
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        """Rebuild the lock of an unpickled guard."""
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
+
     # -- internals ------------------------------------------------------------------------------
     def _read(self, gpu: GPU) -> GPUSettings:
         power = self._access.read_power_limit(gpu) if Setting.POWER_LIMIT in self.settings else None

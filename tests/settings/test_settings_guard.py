@@ -302,3 +302,16 @@ def test_a_signal_mid_measurement_restores_and_on_train_end_cancels_the_cut_wind
         assert not plo.monitor.open_windows
     finally:
         signal.signal(signal.SIGTERM, saved)
+
+
+def test_a_pickled_guard_is_not_armed_in_its_new_process() -> None:
+    import pickle
+
+    gpu = sim()
+    guard = SettingsGuard([gpu])
+    guard.record()
+    copy = pickle.loads(pickle.dumps(guard))  # as ddp_spawn does with a callback holding it
+    assert guard.armed and not copy.armed and copy.recorded == guard.recorded
+    guard.restore()
+    plo = GlobalPowerLimitOptimizer(monitor_of(make_gpus(1)), Energy())
+    assert pickle.loads(pickle.dumps(plo)).optimal_power_limit_w is None  # the optimizer pickles too
