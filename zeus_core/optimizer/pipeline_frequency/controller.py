@@ -284,7 +284,7 @@ class FrequencyController:
                     if self._closing:  # a restore began: set nothing more
                         return
                     if target != self._applied:
-                        self.gpu.set_locked_sm_frequency(target)
+                        self._settings.lock_sm_clocks(self.gpu, target)  # through the one settings seam
                         self._applied = target
                         done = time.time()
                         self.changes.append(FrequencyChange(done, target, done - asked_at))
