@@ -33,7 +33,15 @@ from typing import Any, Iterator
 
 from tests.fakes.fake_pynvml import FakeGPUSpec, FakeNVML
 
-__all__ = ["PersistentFakeNVML", "install_from_env", "write_state", "read_state", "STATE_ENV", "DELAY_ENV"]
+__all__ = [
+    "PersistentFakeNVML",
+    "install_from_env",
+    "write_state",
+    "read_state",
+    "sets_started",
+    "STATE_ENV",
+    "DELAY_ENV",
+]
 
 STATE_ENV = "ZEUS_FAKE_NVML_STATE"
 DELAY_ENV = "ZEUS_FAKE_NVML_SET_DELAY_S"
@@ -72,6 +80,12 @@ def write_state(
     }
     with _locked(Path(path)):
         Path(path).write_text(json.dumps(state))
+
+
+def sets_started(path: str | Path) -> int:
+    """How many set calls have begun on the state file ``path`` (by any process)."""
+    started = Path(f"{path}.started")
+    return int(started.read_text() or 0) if started.exists() else 0
 
 
 class PersistentFakeNVML(FakeNVML):
@@ -120,6 +134,8 @@ class PersistentFakeNVML(FakeNVML):
             os.replace(tmp, self.state_path)
 
     def _slow_set(self, call: str, handle: Any, *args: Any) -> None:
+        started = sets_started(self.state_path) + 1
+        Path(f"{self.state_path}.started").write_text(str(started))  # tests wait for a restore's set
         time.sleep(self.set_delay_s)  # a signal may arrive in here, as in a slow NVML call
         self._load()
         getattr(super(), call)(handle, *args)

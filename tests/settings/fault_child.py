@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 
-from tests.fakes.persistent_nvml import DELAY_ENV, install_from_env
+from tests.fakes.persistent_nvml import DELAY_ENV, install_from_env, sets_started
 
 DELAY_S = float(os.environ.get(DELAY_ENV, "0"))
 
@@ -69,7 +69,7 @@ def plo_mode(mode: str) -> None:
     plo = lower_the_limit()
     fake.set_delay_s = DELAY_S
     if mode == "plo-train-end":
-        print("RESTORING", flush=True)
+        print(f"RESTORING {sets_started(fake.state_path)}", flush=True)  # set calls begun so far
         plo.on_train_end()  # type: ignore[attr-defined]
         print("RESTORED", flush=True)
         return

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
-from tests.fakes.persistent_nvml import DELAY_ENV, STATE_ENV, read_state, write_state
+from tests.fakes.persistent_nvml import DELAY_ENV, STATE_ENV, read_state, sets_started, write_state
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="POSIX signals, prctl")
 
@@ -52,6 +52,17 @@ def start(
     return proc
 
 
+def signal_inside_the_restore(proc: subprocess.Popen[str], state: Path, first: int, second: int) -> None:
+    """Send ``first``; once the restore's slow set call has begun, send ``second`` into it."""
+    before = sets_started(state)
+    proc.send_signal(first)
+    deadline = time.monotonic() + 20
+    while sets_started(state) == before and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)  # well inside the 0.5 s call
+    proc.send_signal(second)
+
+
 def limit_w(state: Path) -> float:
     return read_state(state)["gpus"][0]["power_limit_mw"] / 1000
 
@@ -66,9 +77,7 @@ def state(tmp_path: Path) -> Path:
 def test_a_second_ctrl_c_during_the_restore_waits_for_it(state: Path) -> None:
     proc = start(state, "plo-wait")
     assert limit_w(state) < 250
-    proc.send_signal(signal.SIGINT)
-    time.sleep(0.2)  # inside the 0.5 s set call of the restore
-    proc.send_signal(signal.SIGINT)
+    signal_inside_the_restore(proc, state, signal.SIGINT, signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert limit_w(state) == ADMIN_W, err
     assert proc.returncode == 3 and "INTERRUPTED" in out, err  # one KeyboardInterrupt, after the restore
@@ -77,9 +86,7 @@ def test_a_second_ctrl_c_during_the_restore_waits_for_it(state: Path) -> None:
 
 def test_sigterm_then_sigint_restores_then_ends_by_sigterm(state: Path) -> None:
     proc = start(state, "plo-wait")
-    proc.send_signal(signal.SIGTERM)
-    time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
+    signal_inside_the_restore(proc, state, signal.SIGTERM, signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert limit_w(state) == ADMIN_W, err
     assert proc.returncode == -signal.SIGTERM, err  # the first signal's default action, after the restore
@@ -87,7 +94,10 @@ def test_sigterm_then_sigint_restores_then_ends_by_sigterm(state: Path) -> None:
 
 def test_sigterm_while_on_train_end_restores(state: Path) -> None:
     proc = start(state, "plo-train-end", expect="RESTORING")
-    time.sleep(0.2)
+    before = int(proc.first_line.split()[1])  # type: ignore[attr-defined]
+    while sets_started(state) == before and proc.poll() is None:
+        time.sleep(0.01)
+    time.sleep(0.2)  # inside on_train_end's 0.5 s set call
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=30)
     assert limit_w(state) == ADMIN_W, err  # was 100 W when the restore could be cut short
