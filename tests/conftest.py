@@ -10,6 +10,15 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 
 
+@pytest.fixture(autouse=True)
+def _admin_rights_follow_the_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fake NVML/amdsmi stands for the machine, the process's rights included (its ``root`` flag)."""
+    from tests.fakes.admin_rights import admin_rights_of_installed_fakes
+    from zeus_core.device import privileges
+
+    monkeypatch.setattr(privileges, "has_admin_rights", admin_rights_of_installed_fakes)
+
+
 @pytest.fixture
 def shared_data() -> Path:
     """The measured traces and profiles in ../shared/data (skips the test if absent)."""

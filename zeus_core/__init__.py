@@ -54,6 +54,9 @@ _EXPORTS: dict[str, str] = {
     "InstructionProfile": "zeus_core.optimizer.pipeline_frequency",
     "FrequencyPlan": "zeus_core.optimizer.pipeline_frequency",
     "PerseusRuntime": "zeus_core.optimizer.pipeline_frequency",
+    # GPU settings: record at start, restore on every exit path
+    "SettingsGuard": "zeus_core.settings",
+    "Setting": "zeus_core.settings",
     # training protocol and ranks
     "TrainingProtocol": "zeus_core.callback",
     "TrainingCallback": "zeus_core.callback",
@@ -119,6 +122,7 @@ if TYPE_CHECKING:  # real types for editors and type checkers; run time stays la
         Time,
         ZeusCost,
     )
+    from zeus_core.settings import Setting, SettingsGuard
 
 # Written out (not computed from _EXPORTS) so that type checkers and editors read it: a name in
 # __all__ is re-exported for them. tests/core/test_typed_api.py keeps it equal to _EXPORTS.

@@ -66,12 +66,14 @@ def test_setters_without_root(monkeypatch: pytest.MonkeyPatch) -> None:
     (gpu,) = amd_gpus()
     for action in (
         lambda: gpu.set_power_limit(300),
-        gpu.check_control_permission,
+        gpu.check_control_by_writing,
         lambda: gpu.set_locked_sm_frequency(900),
     ):
         with pytest.raises(ZeusPermissionError, match="root") as e:
             action()
         assert isinstance(e.value.__cause__, AmdSmiLibraryException)
+    with pytest.raises(ZeusPermissionError, match="lacks admin rights"):  # asked without writing
+        gpu.check_control_permission()
 
 
 def test_average_power_where_current_is_not_reported(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -83,7 +83,7 @@ def test_setters_without_root_raise_permission_errors_with_the_fix(monkeypatch: 
         lambda: gpu.set_power_limit(200),
         lambda: gpu.set_locked_sm_frequency(1200),
         gpu.reset_locked_sm_frequency,
-        gpu.check_control_permission,
+        gpu.check_control_by_writing,
     ):
         with pytest.raises(ZeusPermissionError) as e:
             action()
@@ -92,11 +92,24 @@ def test_setters_without_root_raise_permission_errors_with_the_fix(monkeypatch: 
         assert isinstance(e.value, PermissionError)
 
 
-def test_permission_probe_rewrites_the_current_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_permission_check_writes_nothing_and_follows_the_process_rights(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fake = install(monkeypatch, FakeGPUSpec.a40(), root=False)
+    (gpu,) = nvidia_gpus()
+    with pytest.raises(ZeusPermissionError, match="lacks admin rights") as e:
+        gpu.check_control_permission()
+    assert "setcap cap_sys_admin+ep" in str(e.value)
+    fake.root = True  # the process's rights, as the fake models them (tests/fakes/admin_rights.py)
+    gpu.check_control_permission()
+    assert fake.calls["nvmlDeviceSetPowerManagementLimit"] == 0
+
+
+def test_the_write_probe_rewrites_the_current_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = install(monkeypatch, FakeGPUSpec.a40())
     (gpu,) = nvidia_gpus()
     gpu.set_power_limit(250)
-    gpu.check_control_permission()
+    gpu.check_control_by_writing()
     assert fake.calls["nvmlDeviceSetPowerManagementLimit"] == 2  # the probe bypasses the skip
     assert fake.devices[0].power_limit_mw == 250_000  # and changes nothing
 
@@ -326,3 +339,15 @@ def test_overhead_benchmark_quick_mode_runs() -> None:
     out = proc.stdout
     assert "zeus-suite" in out and "zeus 0.16" in out
     assert "NVML calls 2 vs 2" in out and "NVML calls 16 vs 16" in out  # no more NVML calls than zeus
+
+
+def test_permission_check_without_the_power_management_query(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = install(monkeypatch, FakeGPUSpec.a40())
+
+    def gone(handle: object) -> int:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+
+    monkeypatch.setattr(fake, "nvmlDeviceGetPowerManagementMode", gone)  # a driver that dropped it
+    (gpu,) = nvidia_gpus()
+    gpu.check_control_permission()  # the limit range (100-300 W) says the limit is settable
+    assert fake.calls["nvmlDeviceSetPowerManagementLimit"] == 0

@@ -415,6 +415,11 @@ class FakeNVML(types.ModuleType):
         self.calls["nvmlDeviceGetPowerManagementLimit"] += 1
         return self._dev(handle).power_limit_mw
 
+    def nvmlDeviceGetPowerManagementMode(self, handle: Any) -> int:
+        self.calls["nvmlDeviceGetPowerManagementMode"] += 1
+        settable = self._dev(handle).spec.power_limit_settable
+        return _real.NVML_FEATURE_ENABLED if settable else _real.NVML_FEATURE_DISABLED
+
     def nvmlDeviceGetEnforcedPowerLimit(self, handle: Any) -> int:
         self.calls["nvmlDeviceGetEnforcedPowerLimit"] += 1
         return self._dev(handle).power_limit_mw

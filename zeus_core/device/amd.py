@@ -20,6 +20,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, Mapping
 
+from zeus_core.device import privileges
 from zeus_core.device.base import GPU, PowerLimitConstraints
 from zeus_core.device.registry import Unavailable
 from zeus_core.device.visibility import parse_visible_devices
@@ -251,13 +252,29 @@ class AMDGPU(GPU):
         self._call(call, "amdsmi_set_power_cap", 0, target_uw)
 
     def check_control_permission(self) -> None:
-        """Verify that this process may set caps, by re-writing the current cap through amdsmi.
+        """Verify, without writing anything, that this process may set caps and clocks.
+
+        The cap must be readable, and the process must hold ``CAP_SYS_ADMIN`` (root):
+        :func:`~zeus_core.device.privileges.has_admin_rights`.
 
         Raises:
             ZeusPermissionError: No permission; the message says how to get it.
         """
-        current = int(self._cap_info("check_control_permission()")["power_cap"])
-        self._call("check_control_permission()", "amdsmi_set_power_cap", 0, current)
+        call = "check_control_permission()"
+        self._cap_info(call)
+        if not privileges.has_admin_rights():
+            raise ZeusPermissionError(
+                f"GPU {self.index}: {call}: this process lacks admin rights. {AMD_PERMISSION_FIX}"
+            )
+
+    def check_control_by_writing(self) -> None:
+        """Verify that this process may set caps by re-writing the current cap through amdsmi (a write).
+
+        Raises:
+            ZeusPermissionError: No permission; the message says how to get it.
+        """
+        current = int(self._cap_info("check_control_by_writing()")["power_cap"])
+        self._call("check_control_by_writing()", "amdsmi_set_power_cap", 0, current)
 
     # -- clocks ---------------------------------------------------------------------------------
     def _frequencies_mhz(self, call: str, clk_type: Any) -> list[int]:

@@ -18,6 +18,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable, ClassVar, Literal
 
+from zeus_core.exceptions import ZeusNotSupportedError
+
 __all__ = ["Clock", "DeviceKind", "Device", "PowerLimitConstraints", "GPU", "CpuEnergy", "CPU", "wall_clock"]
 
 Clock = Callable[[], float]
@@ -140,6 +142,18 @@ class GPU(Device):
             ZeusPermissionError: With the message that says how to grant the permission.
         """
 
+    def check_control_by_writing(self) -> None:
+        """Verify that this process may set limits by *writing* the current power limit again.
+
+        The only certain test, and a write: use it only when asked to (``zeus-suite env
+        --check-control``). :meth:`check_control_permission` answers without writing.
+
+        Raises:
+            ZeusPermissionError: With the message that says how to grant the permission.
+            ZeusNotSupportedError: This GPU's power limit cannot be changed at all.
+        """
+        self.set_power_limit(self.get_power_limit())
+
     @abstractmethod
     def supported_memory_frequencies(self) -> list[int]:
         """Supported memory clocks, MHz, highest first."""
@@ -155,6 +169,14 @@ class GPU(Device):
     @abstractmethod
     def reset_locked_sm_frequency(self) -> None:
         """Let the driver choose the SM clock again."""
+
+    def get_locked_sm_frequency(self) -> tuple[int, int] | None:
+        """The locked SM clock range ``(min_mhz, max_mhz)``, MHz, or ``None`` when unlocked.
+
+        Raises:
+            ZeusNotSupportedError: The device cannot report it (NVML has no such query).
+        """
+        raise ZeusNotSupportedError(f"{self.describe()} cannot report its locked SM clocks.")
 
     @property
     @abstractmethod

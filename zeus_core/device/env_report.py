@@ -5,6 +5,11 @@ tables and whether this process may change them; CPU packages and DRAM metered b
 device-visibility variables and how they map indices, then one line per missing kind of device
 with its fix. ``--json`` prints the same as JSON; ``--simulate`` adds a simulated NVIDIA A40,
 marked as simulated, to try Zeus Suite on a machine without a GPU.
+
+``env`` never changes a setting: whether this process may set limits and clocks is answered without
+writing (the device's capability queries and the process's ``CAP_SYS_ADMIN``/root). Only
+``--check-control`` writes, and says so: it writes each GPU's current power limit again, the one
+certain test (it could undo a change another process makes at the same moment).
 """
 
 from __future__ import annotations
@@ -28,6 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
+        "--check-control",
+        action="store_true",
+        help="test control by WRITING each GPU's current power limit again (the default asks without "
+        "writing; this is the certain test)",
+    )
+    parser.add_argument(
         "--sysfs-root",
         default="/sys/class/powercap",
         help="where the RAPL powercap tree is (default: %(default)s)",
@@ -41,8 +52,12 @@ def _try(fn: Any) -> tuple[Any, str | None]:
         return None, str(e)
 
 
-def gpu_capabilities(gpu: GPU) -> dict[str, Any]:
+def gpu_capabilities(gpu: GPU, check_by_writing: bool = False) -> dict[str, Any]:
     """What ``gpu`` offers, as JSON-safe values (W, MHz); a failed query becomes an ``error`` text.
+
+    Nothing is written unless ``check_by_writing``: then the control check writes the current
+    power limit again (:meth:`~zeus_core.device.base.GPU.check_control_by_writing`) and
+    ``control_checked_by`` says ``"write"`` instead of ``"query"``.
 
     Keys: ``index``, ``name``, ``vendor``, ``simulated``, ``uuid``, ``backend_index`` (NVML or HIP
     index, where it differs from ``index``), ``energy`` (``"counter"`` or ``"estimated"``),
@@ -77,8 +92,12 @@ def gpu_capabilities(gpu: GPU) -> dict[str, Any]:
             if clocks is not None
             else {"error": err}
         )
+    info["control_checked_by"] = "write" if check_by_writing else "query"
     try:
-        gpu.check_control_permission()
+        if check_by_writing:
+            gpu.check_control_by_writing()
+        else:
+            gpu.check_control_permission()
         info["control"], info["control_detail"] = "yes", ""
     except ZeusPermissionError as e:
         info["control"], info["control_detail"] = "no", str(e)
@@ -89,10 +108,10 @@ def gpu_capabilities(gpu: GPU) -> dict[str, Any]:
     return info
 
 
-def report_dict(report: DeviceReport) -> dict[str, Any]:
-    """The whole report as JSON-safe values."""
+def report_dict(report: DeviceReport, check_by_writing: bool = False) -> dict[str, Any]:
+    """The whole report as JSON-safe values (see :func:`gpu_capabilities` for ``check_by_writing``)."""
     return {
-        "gpus": [gpu_capabilities(g) for g in report.gpus],
+        "gpus": [gpu_capabilities(g, check_by_writing) for g in report.gpus],
         "cpus": [
             {"index": c.index, "name": c.name, "dram": c.has_dram, "simulated": c.simulated}
             for c in report.cpus
@@ -117,55 +136,55 @@ def _fmt_range(d: dict[str, Any], unit: str) -> str:
     return f"{d['count']} ({d['min']}-{d['max']} {unit})"
 
 
-def _render(data: dict[str, Any]) -> None:
-    from rich.console import Console
+def _gpu_row(g: dict[str, Any]) -> list[str]:
+    """One row of the GPU table (rich markup)."""
+    from rich.markup import escape
+
+    simulated = g["simulated"] and "simulated" not in str(g["name"])
+    name = escape(str(g["name"])) + (" [yellow](simulated)[/yellow]" if simulated else "")
+    remapped = g["backend_index"] not in (None, g["index"])
+    backend = f"{g['vendor'].upper()} {g['backend_index']}" if remapped else ""
+    energy = "hardware counter" if g["energy"] == "counter" else "estimated (power sampling)"
+    pl = g["power_limit_w"]
+    limit = (
+        f"{pl['min']:g}-{pl['max']:g} (default {pl['default']:g}, now {pl['current']:g})"
+        if "error" not in pl and pl["current"] is not None
+        else escape(str(pl.get("error", "unknown")))
+    )
+    control = {"yes": "[green]yes[/green]", "no": "[red]no[/red]"}.get(g["control"], g["control"])
+    return [
+        f"cuda:{g['index']}",
+        name,
+        backend,
+        energy,
+        limit,
+        _fmt_range(g["sm_clocks"], "MHz"),
+        _fmt_range(g["memory_clocks"], "MHz"),
+        control,
+    ]
+
+
+def _render_gpus(console: Any, data: dict[str, Any]) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
-    tag = " [yellow](includes a SIMULATED GPU)[/yellow]" if data["simulated"] else ""
-    console.print(f"[bold]Zeus Suite environment[/bold]{tag}")
-
+    if not data["gpus"]:
+        console.print("[bold]GPUs:[/bold] none found (see below)")
+        return
     gpus = Table(title="GPUs", title_justify="left")
-    for col in (
-        "GPU",
-        "Name",
-        "Backend index",
-        "Energy",
-        "Power limit (W)",
-        "SM clocks",
-        "Memory clocks",
-        "May set limits/clocks",
-    ):
+    for col in _GPU_COLUMNS:
         gpus.add_column(col)
     for g in data["gpus"]:
-        name = escape(str(g["name"])) + (
-            " [yellow](simulated)[/yellow]" if g["simulated"] and "simulated" not in str(g["name"]) else ""
+        gpus.add_row(*_gpu_row(g))
+    console.print(gpus)
+    if any(g["control_checked_by"] == "write" for g in data["gpus"]):
+        console.print(
+            "  Control was checked by writing each GPU's current power limit again (--check-control)."
         )
-        remapped = g["backend_index"] not in (None, g["index"])
-        backend = f"{g['vendor'].upper()} {g['backend_index']}" if remapped else ""
-        energy = "hardware counter" if g["energy"] == "counter" else "estimated (power sampling)"
-        pl = g["power_limit_w"]
-        limit = (
-            f"{pl['min']:g}-{pl['max']:g} (default {pl['default']:g}, now {pl['current']:g})"
-            if "error" not in pl and pl["current"] is not None
-            else escape(str(pl.get("error", "unknown")))
-        )
-        control = {"yes": "[green]yes[/green]", "no": "[red]no[/red]"}.get(g["control"], g["control"])
-        gpus.add_row(
-            f"cuda:{g['index']}",
-            name,
-            backend,
-            energy,
-            limit,
-            _fmt_range(g["sm_clocks"], "MHz"),
-            _fmt_range(g["memory_clocks"], "MHz"),
-            control,
-        )
-    if data["gpus"]:
-        console.print(gpus)
     else:
-        console.print("[bold]GPUs:[/bold] none found (see below)")
+        console.print(
+            "  Control was checked without writing (admin rights, GPU capability); --check-control writes."
+        )
     details: dict[str, list[str]] = {}
     for g in data["gpus"]:  # one line per distinct reason, not one per GPU
         if g["control"] != "yes" and g["control_detail"]:
@@ -174,35 +193,64 @@ def _render(data: dict[str, Any]) -> None:
     for detail, where in details.items():
         console.print(f"  {', '.join(where)}: {escape(detail)}")
 
-    if data["visibility"]:
-        console.print(
-            "[bold]Device visibility:[/bold] "
-            + ", ".join(f"{k}={v!r}" for k, v in data["visibility"].items())
-        )
-        for g in data["gpus"]:
-            if g["backend_index"] is not None:
-                console.print(
-                    f"  cuda:{g['index']} -> {g['vendor'].upper()} device {g['backend_index']} "
-                    f"({escape(str(g['uuid']))})"
-                )
+
+def _render_visibility(console: Any, data: dict[str, Any]) -> None:
+    from rich.markup import escape
+
+    if not data["visibility"]:
+        return
+    console.print(
+        "[bold]Device visibility:[/bold] " + ", ".join(f"{k}={v!r}" for k, v in data["visibility"].items())
+    )
+    for g in data["gpus"]:
+        if g["backend_index"] is not None:
+            console.print(
+                f"  cuda:{g['index']} -> {g['vendor'].upper()} device {g['backend_index']} "
+                f"({escape(str(g['uuid']))})"
+            )
+
+
+def _render_cpus_and_missing(console: Any, data: dict[str, Any]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
 
     if data["cpus"]:
         cpus = Table(title="CPU packages (RAPL)", title_justify="left")
-        cpus.add_column("CPU")
-        cpus.add_column("Zone")
-        cpus.add_column("DRAM metered")
+        for col in ("CPU", "Zone", "DRAM metered"):
+            cpus.add_column(col)
         for c in data["cpus"]:
             cpus.add_row(str(c["index"]), escape(str(c["name"])), "yes" if c["dram"] else "no")
         console.print(cpus)
-
     if data["missing"]:
         missing = Table(title="Missing, why, and the fix", title_justify="left")
-        missing.add_column("What")
-        missing.add_column("Why")
-        missing.add_column("Fix")
+        for col in ("What", "Why", "Fix"):
+            missing.add_column(col)
         for m in data["missing"]:
             missing.add_row(escape(m["what"]), escape(m["reason"]), escape(m["fix"]))
         console.print(missing)
+
+
+_GPU_COLUMNS = (
+    "GPU",
+    "Name",
+    "Backend index",
+    "Energy",
+    "Power limit (W)",
+    "SM clocks",
+    "Memory clocks",
+    "May set limits/clocks",
+)
+
+
+def _render(data: dict[str, Any]) -> None:
+    from rich.console import Console
+
+    console = Console()
+    tag = " [yellow](includes a SIMULATED GPU)[/yellow]" if data["simulated"] else ""
+    console.print(f"[bold]Zeus Suite environment[/bold]{tag}")
+    _render_gpus(console, data)
+    _render_visibility(console, data)
+    _render_cpus_and_missing(console, data)
     if not data["gpus"]:
         console.print(
             "Without a GPU, ZeusMonitor measures CPU/DRAM only. Try `zeus-suite env --simulate`, "
@@ -216,7 +264,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.simulate:
             report.gpus.append(_simulated_a40(len(report.gpus)))
-        data = report_dict(report)
+        data = report_dict(report, check_by_writing=args.check_control)
     finally:
         for cpu in report.cpus:
             close = getattr(cpu, "close", None)

@@ -17,6 +17,7 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any, Mapping
 
+from zeus_core.device import privileges
 from zeus_core.device.base import GPU, PowerLimitConstraints
 from zeus_core.device.registry import Unavailable
 from zeus_core.device.visibility import parse_visible_devices
@@ -265,14 +266,43 @@ class NVIDIAGPU(GPU):
         self._call(call, "nvmlDeviceSetPowerManagementLimit", target_mw)
 
     def check_control_permission(self) -> None:
-        """Verify that this process may set limits, by re-writing the current limit through NVML.
+        """Verify, without writing anything, that this process may set limits and clocks.
+
+        NVML must report power management as enabled (where it answers) and a limit range wider
+        than one value, and the process must hold
+        ``CAP_SYS_ADMIN`` (root): :func:`~zeus_core.device.privileges.has_admin_rights`.
 
         Raises:
             ZeusPermissionError: No permission; the message says how to get it.
             ZeusNotSupportedError: This GPU's power limit cannot be changed at all.
         """
-        current_mw = self._call("check_control_permission()", "nvmlDeviceGetPowerManagementLimit")
-        self._call("check_control_permission()", "nvmlDeviceSetPowerManagementLimit", current_mw)
+        call = "check_control_permission()"
+        try:
+            mode = self._call(call, "nvmlDeviceGetPowerManagementMode")
+        except ZeusNotSupportedError:  # a driver without the query: the limit range decides below
+            mode = None
+        c = self.power_limit_constraints()
+        if (
+            mode is not None and mode != getattr(self._nvml, "NVML_FEATURE_ENABLED", 1)
+        ) or c.max_w <= c.min_w:
+            raise ZeusNotSupportedError(
+                f"GPU {self.index}: {call}: power management is disabled on this GPU, so its power limit "
+                "cannot be changed. Measure only, or use a GPU that supports power limits."
+            )
+        if not privileges.has_admin_rights():
+            raise ZeusPermissionError(
+                f"GPU {self.index}: {call}: this process lacks admin rights. {PERMISSION_FIX}"
+            )
+
+    def check_control_by_writing(self) -> None:
+        """Verify that this process may set limits by re-writing the current limit through NVML (a write).
+
+        Raises:
+            ZeusPermissionError: No permission; the message says how to get it.
+            ZeusNotSupportedError: This GPU's power limit cannot be changed at all.
+        """
+        current_mw = self._call("check_control_by_writing()", "nvmlDeviceGetPowerManagementLimit")
+        self._call("check_control_by_writing()", "nvmlDeviceSetPowerManagementLimit", current_mw)
 
     # -- clocks ---------------------------------------------------------------------------------
     def supported_memory_frequencies(self) -> list[int]:

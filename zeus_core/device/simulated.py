@@ -435,6 +435,11 @@ class SimulatedGPU(GPU):
         self._accumulate()
         self._sm_lock_mhz = None
 
+    def get_locked_sm_frequency(self) -> tuple[int, int] | None:
+        """The locked SM clock as a range ``(mhz, mhz)``, MHz, or ``None`` when unlocked."""
+        lock = self._sm_lock_mhz
+        return None if lock is None else (lock, lock)
+
     @property
     def locked_sm_frequency(self) -> int | None:
         """The locked SM clock, MHz, or ``None`` when unlocked."""

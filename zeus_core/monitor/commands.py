@@ -6,7 +6,10 @@ The report goes to stderr (like ``time``), so the command's own output stays cle
 code is the command's (``128 + N`` when signal ``N`` killed it; 127 when it does not exist).
 
 Ctrl-C and SIGTERM are passed on to the command and the report is still printed when it ends.
-(In a terminal, Ctrl-C already reaches the command directly, so it is not sent twice.)
+(In a terminal, Ctrl-C already reaches the command directly, so it is not sent twice.) The command
+dies with ``zeus-suite measure``, however that ends, ``kill -9`` included: on Linux it is started
+with ``PR_SET_PDEATHSIG`` = SIGTERM, so it gets SIGTERM (and its own restore of GPU settings runs)
+when ``measure`` is gone. On other systems a ``kill -9`` of ``measure`` leaves the command running.
 
 The device options and the report table are shared with ``zeus-suite power``.
 """
@@ -21,9 +24,11 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Iterator, Sequence
 
 from zeus_core.device.base import CPU, GPU
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceError, ZeusError, ZeusPermissionError
@@ -32,6 +37,8 @@ from zeus_core.monitor.measurement import Measurement
 __all__ = [
     "add_arguments",
     "run",
+    "StopRequested",
+    "stop_on_signals",
     "add_device_arguments",
     "select_devices",
     "render_report",
@@ -41,9 +48,43 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _FORWARDED = (signal.SIGINT, signal.SIGTERM)
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-# -- shared with `zeus-suite power` ---------------------------------------------------------------
+# -- shared with `zeus-suite power` and `zeus-suite metrics` ------------------------------------
+class StopRequested(Exception):
+    """Raised in the main thread by SIGINT/SIGTERM inside :func:`stop_on_signals`."""
+
+
+def _raise_stop(signum: int, frame: object) -> None:
+    raise StopRequested(signal.Signals(signum).name)
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[Callable[[], None]]:
+    """Inside the block, SIGINT and SIGTERM raise :class:`StopRequested` (Ctrl-C as well as ``kill``).
+
+    Explicit handlers, because SIGINT may be inherited as ignored (a command started with ``&`` from
+    a script). Outside the main thread no handler can be installed and only ``KeyboardInterrupt``
+    stops. The previous handlers come back when the block ends.
+
+    Yields:
+        A function that ignores further SIGINT/SIGTERM until the block ends (while a summary is made).
+    """
+    main = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.signal(s, _raise_stop) for s in _FORWARDED} if main else {}
+
+    def ignore_from_now_on() -> None:
+        for s in previous:
+            signal.signal(s, signal.SIG_IGN)
+
+    try:
+        yield ignore_from_now_on
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 def add_device_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--simulate``, ``--gpu-indices`` and ``--cpu-indices`` to ``parser``."""
     parser.add_argument(
@@ -276,7 +317,7 @@ def _measure(command: list[str], monitor) -> tuple[int, list[int], float, Measur
         start_time = time.time()
         monitor.begin_window("command", sync_execution=False)
         try:
-            proc = subprocess.Popen(command)
+            proc = subprocess.Popen(command, preexec_fn=_die_with_parent())
         except OSError:
             monitor.end_window("command", sync_execution=False, cancel=True)
             raise
@@ -291,6 +332,33 @@ def _measure(command: list[str], monitor) -> tuple[int, list[int], float, Measur
         if g.simulated and hasattr(g, "set_busy"):
             g.set_busy(False)
     return returncode, received, start_time, m
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that makes the child get SIGTERM when this process dies (Linux; else ``None``).
+
+    ``prctl(PR_SET_PDEATHSIG)`` through ctypes; libc is loaded here, before the fork, so the child
+    only makes two system calls. If this process died before the call took effect, the child ends
+    itself the same way.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except (OSError, AttributeError):
+        logger.debug("prctl unavailable: the command may outlive a killed `zeus-suite measure`.")
+        return None
+    parent = os.getpid()
+
+    def set_parent_death_signal() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the parent is already gone
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return set_parent_death_signal
 
 
 def _terminal_signals_child() -> bool:

@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
-import threading
 import time
 
 from zeus_core.exceptions import ZeusError
-from zeus_core.monitor.commands import add_device_arguments, select_devices
+from zeus_core.monitor.commands import StopRequested, add_device_arguments, select_devices, stop_on_signals
 
 __all__ = ["add_arguments", "run"]
 
@@ -29,10 +27,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_PORT = 9400
 """Default port of ``zeus-suite metrics``. NVIDIA's DCGM exporter defaults to it too: to run both,
 give one of them another port."""
-
-
-class _Stop(Exception):
-    """Raised in the main thread by the SIGINT/SIGTERM handler to stop serving."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -91,8 +85,8 @@ def run(args: argparse.Namespace) -> int:
                 f"package(s){sim}; Ctrl-C to stop",
                 flush=True,
             )
-            for device in (*gpus, *cpus):
-                print(f"  {device.describe()}", flush=True)
+            for line in [g.describe() for g in gpus] + [c.describe() for c in cpus]:
+                print(f"  {line}", flush=True)
             _wait_for_signal()
         print("zeus-suite metrics: stopped.", flush=True)
         return 0
@@ -106,18 +100,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _wait_for_signal() -> None:
     """Block until Ctrl-C or SIGTERM (KeyboardInterrupt only, outside the main thread)."""
-
-    def on_signal(signum: int, frame: object) -> None:
-        raise _Stop
-
-    # Explicit handlers: SIGINT may be inherited as ignored (e.g. started with `&` from a script).
-    main = threading.current_thread() is threading.main_thread()
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)} if main else {}
     try:
-        while True:
-            time.sleep(3600.0)
-    except (KeyboardInterrupt, _Stop):
+        with stop_on_signals():
+            while True:
+                time.sleep(3600.0)
+    except (KeyboardInterrupt, StopRequested):
         pass
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 import time
 from pathlib import Path
@@ -20,15 +19,18 @@ from typing import Sequence
 
 from zeus_core.device.base import CPU, GPU
 from zeus_core.exceptions import ZeusError
-from zeus_core.monitor.commands import add_device_arguments, make_console, render_report, select_devices
+from zeus_core.monitor.commands import (
+    StopRequested,
+    add_device_arguments,
+    make_console,
+    render_report,
+    select_devices,
+    stop_on_signals,
+)
 
 __all__ = ["add_arguments", "run"]
 
 logger = logging.getLogger(__name__)
-
-
-class _Stop(Exception):
-    """Raised in the main thread by the SIGINT/SIGTERM handler to end the live display."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -93,31 +95,24 @@ def run(args: argparse.Namespace) -> int:
     console = make_console(stderr=False)
     sim = " [simulated]" if power.simulated else ""
 
-    def on_term(signum: int, frame: object) -> None:
-        raise _Stop
-
-    # Explicit handlers: SIGINT may be inherited as ignored (e.g. started with `&` from a script).
-    previous = {s: signal.signal(s, on_term) for s in (signal.SIGINT, signal.SIGTERM)}
     begun = False
     try:
-        try:
-            power.start()
-            energy.begin_window("power", sync_execution=False)
-            begun = True
-            _live(console, power, power.clock(), args.duration, args.display_interval, sim)
-        except (KeyboardInterrupt, _Stop):
-            pass
-        finally:
-            for s in previous:  # no second interruption while the summary is made
-                signal.signal(s, signal.SIG_IGN)
-            power.stop()
-        if not begun:
-            print("zeus-suite power: interrupted before measuring started.", file=sys.stderr)
-            return 130
-        m = energy.end_window("power", sync_execution=False)
+        with stop_on_signals() as ignore_signals:
+            try:
+                power.start()
+                energy.begin_window("power", sync_execution=False)
+                begun = True
+                _live(console, power, power.clock(), args.duration, args.display_interval, sim)
+            except (KeyboardInterrupt, StopRequested):
+                pass
+            finally:
+                ignore_signals()  # no second interruption while the summary is made
+                power.stop()
+            if not begun:
+                print("zeus-suite power: interrupted before measuring started.", file=sys.stderr)
+                return 130
+            m = energy.end_window("power", sync_execution=False)
     finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
         energy.close()
         power.stop()
     console.print(

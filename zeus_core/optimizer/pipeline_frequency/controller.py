@@ -6,9 +6,12 @@ controller therefore hands every request to a worker thread through a one-slot q
 only the *latest* request (a burst of requests collapses into the last one) and skips a request
 equal to the clock already set. :meth:`FrequencyController.request` never waits on the GPU.
 
-Clocks are restored (``reset_locked_sm_frequency``) through one restore path, run from
-:meth:`~FrequencyController.close` (normal end and exceptions, also as a context manager), at
-interpreter exit, and on SIGTERM/SIGINT.
+The clocks found at start are put back by a :class:`~zeus_core.settings.SettingsGuard` (the one
+restore path of Zeus Suite), run from :meth:`~FrequencyController.close` (normal end and
+exceptions, also as a context manager), at interpreter exit, and on SIGTERM/SIGINT; signals that
+arrive during the restore wait until it is done. A GPU that cannot report its locked clocks
+(NVIDIA: NVML has no query) is unlocked instead, and the guard says so. The worker thread stops
+before the restore: a clock change in flight finishes, none starts after.
 
 With ``mode="measure"`` nothing on the GPU changes: requests are only recorded, so a plan can be
 dry-run and inspected.
@@ -38,13 +41,13 @@ from typing import Deque
 
 from zeus_core.device.base import GPU
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceError
-from zeus_core.optimizer.power_limit._restore import RestoreGuard
+from zeus_core.settings import Setting, SettingsGuard
 
 __all__ = ["ControlMode", "FrequencyRequest", "FrequencyChange", "FrequencyController"]
 
 logger = logging.getLogger(__name__)
 
-_JOIN_TIMEOUT_S = 5.0
+_JOIN_TIMEOUT_S = 0.5  # the worker stops at once: no clock is set after a stop began
 
 
 class ControlMode(str, enum.Enum):
@@ -92,7 +95,7 @@ class FrequencyChange:
 
     Attributes:
         time_s: Wall-clock time the change completed, s.
-        frequency_mhz: The locked SM clock, MHz; ``None`` for the final reset.
+        frequency_mhz: The locked SM clock, MHz; ``None`` for the final restore of the clocks found at start.
         latency_s: Time from the request to the completed change, s.
     """
 
@@ -143,7 +146,14 @@ class FrequencyController:
         self._thread: threading.Thread | None = None
         self._started = False
         self._restored = False
-        self._guard = RestoreGuard(self._restore, f"the locked SM clock of GPU {gpu.index}")
+        self._closing = False  # set by _stop_worker: the worker sets no clock any more
+        self._write_lock = threading.Lock()  # held by the worker while it sets a clock
+        self._settings = SettingsGuard(
+            [gpu],
+            {Setting.SM_CLOCKS},
+            what=f"the locked SM clock of GPU {gpu.index}",
+            before_restore=self._stop_worker,
+        )
 
     # -- lifetime -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -156,7 +166,8 @@ class FrequencyController:
             return
         if self.mode is ControlMode.CONTROL:
             self.gpu.check_control_permission()
-            self._guard.arm()
+            self._settings.record()
+            self._closing = False
             self._thread = threading.Thread(
                 target=self._work, name=f"zeus-frequency-gpu{self.gpu.index}", daemon=True
             )
@@ -189,8 +200,9 @@ class FrequencyController:
 
     @property
     def active(self) -> bool:
-        """Whether the controller is started and not yet restored."""
-        return self._started and not self._restored
+        """Whether the controller is started and not yet restored (also not by a signal or at exit)."""
+        restored = self._restored or (self.mode is ControlMode.CONTROL and not self._settings.armed)
+        return self._started and not restored
 
     # -- requests -------------------------------------------------------------------------------
     def request(self, frequency_mhz: int, tag: str = "") -> None:
@@ -268,11 +280,14 @@ class FrequencyController:
                 self._pending = None
                 self._in_flight = True
             try:
-                if target != self._applied:
-                    self.gpu.set_locked_sm_frequency(target)
-                    self._applied = target
-                    done = time.time()
-                    self.changes.append(FrequencyChange(done, target, done - asked_at))
+                with self._write_lock:
+                    if self._closing:  # a restore began: set nothing more
+                        return
+                    if target != self._applied:
+                        self._settings.lock_sm_clocks(self.gpu, target)  # through the one settings seam
+                        self._applied = target
+                        done = time.time()
+                        self.changes.append(FrequencyChange(done, target, done - asked_at))
             except Exception as exc:  # reported to the training thread on its next call
                 logger.error(
                     "Setting the SM clock of GPU %d to %d MHz failed: %s", self.gpu.index, target, exc
@@ -296,28 +311,37 @@ class FrequencyController:
         if not self._started or self._restored:
             return
         self._restored = True
-        thread = self._thread
-        if thread is not None:
-            with self._cond:
-                self._stopping = True
-                self._pending = None
-                self._cond.notify_all()
-            if thread is not threading.current_thread():
-                thread.join(_JOIN_TIMEOUT_S)
-                if thread.is_alive():
-                    logger.warning(
-                        "The clock worker of GPU %d did not stop in %.0f s.", self.gpu.index, _JOIN_TIMEOUT_S
-                    )
-            self._thread = None
         try:
-            if self.mode is ControlMode.CONTROL:
-                self.gpu.reset_locked_sm_frequency()
+            if self.mode is ControlMode.CONTROL and self._settings.restore():  # stops the worker first
                 self.changes.append(FrequencyChange(time.time(), None, 0.0))
-                logger.info("Restored the driver's SM clock control on %s.", self.gpu.describe())
+                logger.info("Restored the SM clocks found at start on %s.", self.gpu.describe())
         finally:
-            self._guard.disarm()
+            self._stop_worker()  # already stopped by the restore, unless it found nothing armed
             self._applied = None
             self._latest = None
             self._started = False
             with self._cond:
                 self._stopping = False
+
+    def _stop_worker(self) -> None:
+        """Stop the clock worker: once this returns, it sets no clock (a change in flight finished).
+
+        Runs before every restore, also from a signal handler that interrupted the training thread
+        while it held ``_cond``: the wait for the worker to exit is therefore bounded (it sets
+        nothing more either way).
+        """
+        self._closing = True
+        with self._write_lock:  # the change in flight, if any, completes before the restore
+            pass
+        thread = self._thread
+        if thread is None:
+            return
+        with self._cond:
+            self._stopping = True
+            self._pending = None
+            self._cond.notify_all()
+        if thread is not threading.current_thread():
+            thread.join(_JOIN_TIMEOUT_S)
+            if thread.is_alive():
+                logger.debug("The clock worker of GPU %d exits later; it sets no clock.", self.gpu.index)
+        self._thread = None

@@ -15,7 +15,6 @@ from zeus_core.device.base import GPU
 from zeus_core.exceptions import ZeusConfigError, ZeusPermissionError
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.optimizer.power_limit._persistence import PersistenceMixin
-from zeus_core.optimizer.power_limit._restore import RestoreGuard
 from zeus_core.optimizer.power_limit.measurement import EarlyStopping, PowerLimitMeasurement
 from zeus_core.optimizer.power_limit.planner import (
     Action,
@@ -38,6 +37,7 @@ from zeus_core.optimizer.power_limit.states import (
     State,
     Warmup,
 )
+from zeus_core.settings import Setting, SettingsGuard
 
 __all__ = ["GlobalPowerLimitOptimizer", "window_name"]
 
@@ -225,10 +225,12 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
         self._measurements: list[PowerLimitMeasurement] = []
         self._job: JobGPUs | None = None
         self._loaded_state: Mapping[str, Any] | None = None
-        self._original: list[tuple[GPU, float]] = []
         self._active = False
         self._warned_inactive = False
-        self._guard = RestoreGuard(self._restore, "GPU power limits")
+        self._settings = SettingsGuard(
+            gpus, {Setting.POWER_LIMIT}, what="GPU power limits", before_restore=self._deactivate
+        )
+        self._stale_window: str | None = None  # a measurement cut by a restore, cancelled by _restore
         self._window: SampleWindow | None = None
         self._warned_short = False
         self._epoch_cancels = 0
@@ -269,10 +271,9 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
                 self._reuse_profile()
             elif isinstance(self._state, (Warmup, Profiling)):  # left mid-profile by an earlier fit
                 self._state = Ready(self._state.power_limit_w, self.wait_steps + 1, self._state.refine)
-            self._original = [(g, g.get_power_limit()) for g in self._gpus]
+            self._settings.record()  # restored on every exit path from here on
             self._active = True
             self._warned_inactive = False
-            self._guard.arm()
             if isinstance(self._state, Done):
                 self._set_limit(self._state.optimal_power_limit_w)
                 self._info(
@@ -309,12 +310,6 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
 
     def close(self) -> None:
         """Restore the original power limits now (same as :meth:`on_train_end`)."""
-        self._restore()
-
-    def __enter__(self) -> "GlobalPowerLimitOptimizer":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
         self._restore()
 
     # -- state machine ----------------------------------------------------------------------------------
@@ -528,28 +523,29 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
                 gpu.set_power_limit(watts)
 
     def _restore(self) -> None:
-        """The single restore path: put back every GPU's limit from ``on_train_begin``."""
-        if not self._active:
-            return
+        """The single restore path: put back every GPU's limit found at ``on_train_begin``."""
+        restored = self._settings.restore()  # calls _deactivate first; signals wait until it is done
+        window, self._stale_window = self._stale_window, None
+        if window is not None and window in self.monitor.open_windows:
+            self.monitor.end_window(window, cancel=True)
+        if restored:
+            self._info(
+                "Restored the original power limits (%s).",
+                ", ".join(f"GPU {i}: {s.power_limit_w:g} W" for i, s in self._settings.recorded.items()),
+            )
+
+    def _deactivate(self) -> None:
+        """Stop changing limits; the settings guard runs this before it restores.
+
+        It may run inside a signal handler, so it only changes this object's state (no monitor
+        call that could wait on a lock the interrupted thread holds); :meth:`_restore` cancels the
+        measurement that was cut short.
+        """
         self._active = False
-        self._guard.disarm()
-        self._cancel_open_window()
+        if isinstance(self._state, Profiling):
+            self._stale_window = window_name(self._state.power_limit_w)
         if isinstance(self._state, (Warmup, Profiling)):
             self._state = Ready(self._state.power_limit_w, self.wait_steps + 1, self._state.refine)
-        errors: list[BaseException] = []
-        for gpu, watts in self._original:
-            try:
-                if gpu.get_power_limit() != watts:
-                    gpu.set_power_limit(watts)
-            except Exception as e:  # try every GPU, then report
-                logger.error("Could not restore the power limit of %s to %g W: %s", gpu.describe(), watts, e)
-                errors.append(e)
-        if errors:
-            raise errors[0]
-        self._info(
-            "Restored the original power limits (%s).",
-            ", ".join(f"GPU {g.index}: {w:g} W" for g, w in self._original),
-        )
 
     def _cancel_open_window(self) -> None:
         if isinstance(self._state, Profiling):
@@ -575,3 +571,15 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
     def _info(msg: str, *args: Any) -> None:
         if distributed.is_rank_zero():
             logger.info(msg, *args)
+
+    # -- context manager ------------------------------------------------------------------------------
+    def __enter__(self) -> "GlobalPowerLimitOptimizer":
+        """``with GlobalPowerLimitOptimizer(...) as plo:``: the original limits come back at the exit."""
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        """Restore the limits found at ``on_train_begin`` (also when the block raised)."""
+        if exc_type is None:
+            self._restore()
+        else:
+            self._restore_quietly()  # the block's error matters more; a failed restore is logged

@@ -1,0 +1,222 @@
+"""Process-wide exit hooks for :mod:`zeus_core.settings`: ``atexit``, SIGINT/SIGTERM, deferral.
+
+One set of hooks serves every armed restorer of the process (a restorer is anything with a
+``restore()`` method and a ``what`` text, in practice a :class:`~zeus_core.settings.SettingsGuard`):
+
+- ``atexit`` restores them all at interpreter exit;
+- SIGINT and SIGTERM restore them all, then the signal goes on to the handler that was installed
+  before (SIGINT still raises ``KeyboardInterrupt``; SIGTERM still ends the process with the usual
+  status) — the handlers are installed when the first restorer arms and put back when the last
+  disarms;
+- while any restore runs (a *critical section*, :func:`critical`), SIGINT and SIGTERM are only
+  recorded; when the last critical section ends they are re-delivered to the process, in order of
+  arrival, so they are handled as they would have been without the restore. A signal of the same
+  kind as the one that started a restore merges into it (the OS merges pending signals of one kind
+  the same way). A restore therefore always completes: a second Ctrl-C, or TERM then INT, cannot
+  cut it short.
+
+Signal handlers can only be installed from the main thread. A restorer armed from another thread
+while no handler is installed is restored at exit and on exceptions only; :func:`register` says so
+once on the console.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import signal
+import threading
+from contextlib import contextmanager
+from types import FrameType
+from typing import Any, Iterator, Protocol
+
+from zeus_core import console
+
+__all__ = [
+    "Restorer",
+    "register",
+    "unregister",
+    "critical",
+    "redeliver_signals",
+    "in_critical_section",
+    "SIGNALS",
+]
+
+logger = logging.getLogger(__name__)
+
+SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)
+"""The signals whose default action would end the process before a restore."""
+
+
+class Restorer(Protocol):
+    """What the hooks restore: an idempotent ``restore()`` and a text for messages."""
+
+    what: str
+
+    def restore(self) -> object:
+        """Put back what was changed (idempotent; safe to call from any thread); the result is unused."""
+
+
+class _State:
+    """The hooks' process-wide state (one instance, :data:`_state`)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()  # reentrant: a signal handler may run inside a locked block
+        self.armed: list[Restorer] = []
+        self.previous: dict[int, Any] = {}  # handlers found when ours were installed
+        self.installed = False
+        self.atexit_registered = False
+        self.depth = 0  # critical sections in progress, all threads together
+        self.deferred: list[int] = []  # signals received during a critical section, in order
+        self.merged: set[int] = set()  # signals already being handled (a restore they started)
+
+
+_state = _State()
+
+
+def in_critical_section() -> bool:
+    """Whether a restore is running somewhere in this process (signals are deferred meanwhile)."""
+    return _state.depth > 0
+
+
+@contextmanager
+def critical(merged: int | None = None, redeliver: bool = True) -> Iterator[list[int]]:
+    """A block during which SIGINT/SIGTERM are deferred; re-delivered when the last such block ends.
+
+    Args:
+        merged: A signal being handled by the caller; further signals of this kind merge into it.
+        redeliver: Whether to re-deliver the deferred signals at the end; with ``False`` the caller
+            does it with :func:`redeliver_signals` (after handling its own signal first).
+
+    Yields:
+        A list that holds, after the block, the deferred signals still to be re-delivered.
+    """
+    pending: list[int] = []
+    with _state.lock:
+        _state.depth += 1
+        if merged is not None:
+            _state.merged.add(merged)
+    try:
+        yield pending
+    finally:
+        with _state.lock:
+            _state.depth -= 1
+            if _state.depth == 0:
+                pending += [s for s in dict.fromkeys(_state.deferred) if s not in _state.merged]
+                _state.deferred.clear()
+                _state.merged.clear()
+        if redeliver:
+            redeliver_signals(pending)
+
+
+def redeliver_signals(signums: list[int]) -> None:
+    """Send ``signums`` to this process again, in order: handled as they would have been without a restore."""
+    for signum in signums:
+        logger.debug("Re-delivering %s deferred during a restore.", signal.Signals(signum).name)
+        os.kill(os.getpid(), signum)
+
+
+def register(restorer: Restorer) -> None:
+    """Arm ``restorer``: restored at exit and, where handlers can be installed, on SIGINT/SIGTERM."""
+    with _state.lock:
+        if restorer not in _state.armed:
+            _state.armed.append(restorer)
+        if not _state.atexit_registered:
+            atexit.register(_at_exit)
+            _state.atexit_registered = True
+        if not _state.installed:
+            _install(restorer)
+
+
+def unregister(restorer: Restorer) -> None:
+    """Disarm ``restorer``; the previous signal handlers come back once nothing is armed."""
+    with _state.lock:
+        if restorer in _state.armed:
+            _state.armed.remove(restorer)
+        if not _state.armed and _state.installed:
+            _uninstall()
+
+
+def _install(restorer: Restorer) -> None:
+    if threading.current_thread() is not threading.main_thread():
+        console.warn_once(
+            "settings-off-main-thread",
+            f"Not in the main thread: {restorer.what} will be restored on exit and exceptions, but not on "
+            "SIGTERM (only the main thread can handle signals). Start training from the main thread, or "
+            "arm one restorer there first.",
+        )
+        return
+    previous: dict[int, Any] = {}
+    try:
+        for sig in SIGNALS:
+            previous[sig] = signal.signal(sig, _on_signal)
+    except (ValueError, OSError) as e:  # e.g. an embedded interpreter
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        logger.debug("Cannot handle signals (%s); %s restored at exit only.", e, restorer.what)
+        return
+    _state.previous = previous
+    _state.installed = True
+
+
+def _uninstall() -> None:
+    try:
+        for sig, handler in _state.previous.items():
+            if signal.getsignal(sig) is _on_signal:  # someone else's handler stays
+                signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+    except ValueError:  # not the main thread: ours stays installed and just chains (see _on_signal)
+        logger.debug("Signal handlers left installed: disarmed outside the main thread.")
+        return
+    _state.previous = {}
+    _state.installed = False
+
+
+def _restore_all() -> None:
+    with _state.lock:
+        restorers = list(_state.armed)
+    for r in restorers:
+        try:
+            r.restore()
+        except Exception as e:  # every restorer gets its turn; each logs its own failure
+            logger.error("Restoring %s failed: %s", r.what, e)
+
+
+def _at_exit() -> None:
+    with _state.lock:
+        whats = [r.what for r in _state.armed]
+    if whats:
+        console.warn(f"Interpreter exit before the end of training: restoring {', '.join(whats)}.")
+        with critical():
+            _restore_all()
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    if _state.depth > 0:  # a restore is running (here or in another thread): finish it first
+        _state.deferred.append(signum)
+        return
+    previous = _state.previous.get(signum, signal.SIG_DFL)
+    with _state.lock:
+        whats = [r.what for r in _state.armed]
+    if whats:
+        console.warn(f"Received {signal.Signals(signum).name}: restoring {', '.join(whats)}.")
+    with critical(merged=signum, redeliver=False) as pending:
+        _restore_all()
+        with _state.lock:
+            if not _state.armed and _state.installed:
+                _uninstall()
+    try:  # this signal first, as it came first; then those that came during the restore
+        _chain(signum, previous, frame)
+    finally:
+        redeliver_signals(pending)
+
+
+def _chain(signum: int, previous: Any, frame: FrameType | None) -> None:
+    """Hand the signal to the handler that was installed before ours."""
+    if callable(previous):
+        previous(signum, frame)
+    elif previous == signal.SIG_IGN:
+        return
+    else:  # SIG_DFL (or unknown, e.g. installed from C): the default action, e.g. terminate
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)

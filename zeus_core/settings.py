@@ -1,0 +1,351 @@
+"""Record the GPU settings found at start and put exactly those back, on every way a process ends.
+
+Every part of Zeus Suite that changes a GPU setting (the power-limit optimizer, Perseus's clock
+controller) holds a :class:`SettingsGuard`. The guard reads the settings it manages when it is
+*recorded* (:meth:`SettingsGuard.record`) and restores them:
+
+- when its owner ends (``on_train_end``, ``close()``, a ``with`` block's exit, also on an exception);
+- at interpreter exit (``atexit``);
+- on SIGINT and SIGTERM, before the signal goes on to the handler installed before (Ctrl-C still
+  raises ``KeyboardInterrupt``; SIGTERM still ends the process with its usual status).
+
+A restore cannot be interrupted: SIGINT/SIGTERM arriving while it runs are deferred until it is
+done, then handled as the process would have handled them (see :mod:`zeus_core._restore_hooks`).
+It is idempotent, and it puts back what was *there*, not the defaults: an administrator's 280 W
+limit or 1200 MHz locked clocks come back as they were.
+
+What is recorded, per GPU (:class:`Setting`):
+
+- ``POWER_LIMIT``: the power limit, W.
+- ``SM_CLOCKS``: the locked SM clock range, MHz, or "unlocked". NVML has no call that reports
+  locked clocks, so on NVIDIA GPUs the state at start is unknown: the guard says so once and
+  restores by unlocking (``nvidia-smi -rgc``); an administrator's lock must then be set again.
+  Simulated GPUs report their locked clocks and get them back.
+
+Zeus Suite changes neither memory clocks nor persistence mode, so neither is recorded.
+
+All reads and writes of settings go through one seam, :class:`SettingsAccess` (by default
+:class:`DirectAccess`, which calls the device); a privileged helper can replace it later
+(:func:`set_access`) without touching any caller.
+
+Example:
+    >>> from zeus_core.device.simulated import PhysicalModel, SimulatedGPU
+    >>> from zeus_core.settings import Setting, SettingsGuard
+    >>> gpu = SimulatedGPU(PhysicalModel.a40())
+    >>> gpu.set_power_limit(280)  # an administrator's limit
+    >>> with SettingsGuard([gpu], {Setting.POWER_LIMIT}) as guard:
+    ...     guard.set_power_limit(gpu, 150)
+    ...     gpu.get_power_limit()
+    150.0
+    >>> gpu.get_power_limit()  # back as it was, also after an exception or a signal
+    280.0
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Callable, Collection, Sequence
+
+from zeus_core import _restore_hooks, console
+from zeus_core.device.base import GPU
+from zeus_core.exceptions import ZeusNotSupportedError
+
+__all__ = [
+    "Setting",
+    "LockedClocks",
+    "GPUSettings",
+    "SettingsAccess",
+    "DirectAccess",
+    "SettingsGuard",
+    "get_access",
+    "set_access",
+]
+
+logger = logging.getLogger(__name__)
+
+LockedClocks = tuple[int, int]
+"""A locked clock range ``(min_mhz, max_mhz)``, MHz."""
+
+
+class Setting(str, enum.Enum):
+    """A GPU setting a :class:`SettingsGuard` records and restores."""
+
+    POWER_LIMIT = "power_limit"
+    SM_CLOCKS = "sm_clocks"
+
+
+@dataclass(frozen=True)
+class GPUSettings:
+    """The settings of one GPU as recorded at start.
+
+    Attributes:
+        power_limit_w: Power limit, W (``None``: not recorded).
+        sm_clocks: Locked SM clock range, MHz; ``None`` when unlocked (or not known, see below).
+        sm_clocks_known: Whether ``sm_clocks`` was read from the device; ``False`` where the device
+            cannot report locked clocks (NVIDIA), so the restore unlocks them.
+    """
+
+    power_limit_w: float | None = None
+    sm_clocks: LockedClocks | None = None
+    sm_clocks_known: bool = False
+
+
+class SettingsAccess:
+    """The one seam through which settings are read and written (later: a privileged helper).
+
+    Every method takes the :class:`~zeus_core.device.base.GPU` concerned; units are W and MHz.
+    """
+
+    def read_power_limit(self, gpu: GPU) -> float:
+        """The current power limit, W."""
+        raise NotImplementedError
+
+    def read_sm_clocks(self, gpu: GPU) -> LockedClocks | None:
+        """The locked SM clock range, MHz, or ``None`` when unlocked.
+
+        Raises:
+            ZeusNotSupportedError: The device cannot report its locked clocks.
+        """
+        raise NotImplementedError
+
+    def set_power_limit(self, gpu: GPU, watts: float) -> None:
+        """Set the power limit, W."""
+        raise NotImplementedError
+
+    def lock_sm_clocks(self, gpu: GPU, min_mhz: int, max_mhz: int) -> None:
+        """Lock the SM clock into ``[min_mhz, max_mhz]``, MHz."""
+        raise NotImplementedError
+
+    def unlock_sm_clocks(self, gpu: GPU) -> None:
+        """Let the driver choose the SM clock again."""
+        raise NotImplementedError
+
+
+class DirectAccess(SettingsAccess):
+    """Reads and writes through the device object itself (needs admin rights for writes)."""
+
+    def read_power_limit(self, gpu: GPU) -> float:
+        """The current power limit, W."""
+        return gpu.get_power_limit()
+
+    def read_sm_clocks(self, gpu: GPU) -> LockedClocks | None:
+        """The locked SM clock range, MHz, or ``None`` (raises where the device cannot tell)."""
+        return gpu.get_locked_sm_frequency()
+
+    def set_power_limit(self, gpu: GPU, watts: float) -> None:
+        """Set the power limit, W (no write when it is already ``watts``)."""
+        if gpu.get_power_limit() != watts:
+            gpu.set_power_limit(watts)
+
+    def lock_sm_clocks(self, gpu: GPU, min_mhz: int, max_mhz: int) -> None:
+        """Lock the SM clock into ``[min_mhz, max_mhz]``, MHz."""
+        gpu.set_locked_sm_frequency(min_mhz, max_mhz)
+
+    def unlock_sm_clocks(self, gpu: GPU) -> None:
+        """Let the driver choose the SM clock again."""
+        gpu.reset_locked_sm_frequency()
+
+
+_access: SettingsAccess = DirectAccess()
+
+
+def get_access() -> SettingsAccess:
+    """The seam new guards read and write settings through."""
+    return _access
+
+
+def set_access(access: SettingsAccess) -> SettingsAccess:
+    """Route the settings of guards created from now on through ``access``; returns the previous one."""
+    global _access
+    previous, _access = _access, access
+    return previous
+
+
+class SettingsGuard:
+    """Records some settings of some GPUs, and restores exactly them on every exit path.
+
+    Args:
+        gpus: The GPUs whose settings the owner will change.
+        settings: Which settings to record and restore (default: the power limit).
+        what: Text for messages, e.g. ``"GPU power limits"`` (default: made from ``settings``).
+        before_restore: Called at the start of every restore, before any setting is written,
+            inside the uninterruptible section: the owner stops changing settings there (e.g.
+            stops its clock worker, marks itself inactive).
+        access: The seam to read and write through (default: :func:`get_access`).
+
+    A guard is *armed* from :meth:`record` until its restore. While armed it restores at
+    interpreter exit and on SIGINT/SIGTERM (from the main thread's handlers; a guard recorded in
+    another thread while no guard is armed in the main thread is restored at exit and on
+    exceptions only, and says so). :meth:`restore` is idempotent and may be called from any thread.
+    A guard can be recorded again after a restore (e.g. a second ``fit``).
+    """
+
+    def __init__(
+        self,
+        gpus: Sequence[GPU],
+        settings: Collection[Setting] = (Setting.POWER_LIMIT,),
+        *,
+        what: str | None = None,
+        before_restore: Callable[[], None] | None = None,
+        access: SettingsAccess | None = None,
+    ) -> None:
+        self.gpus = list(gpus)
+        self.settings = frozenset(Setting(s) for s in settings)
+        self.what = what or " and ".join(_WHAT[s] for s in Setting if s in self.settings)
+        self._before_restore = before_restore
+        self._access = access if access is not None else get_access()
+        self._lock = threading.RLock()
+        self._recorded: dict[int, GPUSettings] = {}
+        self._armed = False
+
+    # -- public ---------------------------------------------------------------------------------
+    @property
+    def armed(self) -> bool:
+        """Whether settings are recorded and not yet restored."""
+        return self._armed
+
+    @property
+    def recorded(self) -> dict[int, GPUSettings]:
+        """The settings found at :meth:`record`, by GPU index (empty before)."""
+        return dict(self._recorded)
+
+    def record(self) -> None:
+        """Read the current settings of every GPU and arm the exit hooks (no-op while armed).
+
+        Raises:
+            ZeusError: A setting could not be read (nothing is armed then).
+        """
+        with self._lock:
+            if self._armed:
+                return
+            self._recorded = {gpu.index: self._read(gpu) for gpu in self.gpus}
+            self._armed = True
+            _restore_hooks.register(self)
+
+    def restore(self) -> bool:
+        """Put back the recorded settings of every GPU; signals wait until it is done.
+
+        Idempotent: does nothing unless armed. Every GPU is tried; the first failure is raised
+        after the others were restored.
+
+        Returns:
+            Whether this call restored (``False``: nothing was armed, e.g. restored already).
+
+        Raises:
+            ZeusError: A setting could not be written back (the message says which and why).
+        """
+        errors: list[Exception] = []
+        interrupted: BaseException | None = None
+        with _restore_hooks.critical():
+            with self._lock:
+                if not self._armed:
+                    return False
+                try:
+                    self._stop_owner()
+                    for gpu in self.gpus:
+                        error, stopped_by = self._restore_gpu(gpu)
+                        errors += [error] if error is not None else []
+                        interrupted = interrupted or stopped_by
+                finally:
+                    self._armed = False
+                    _restore_hooks.unregister(self)
+        if interrupted is not None:  # the restore is complete: now the interruption may go on
+            raise interrupted
+        if errors:
+            raise errors[0]
+        return True
+
+    def set_power_limit(self, gpu: GPU, watts: float) -> None:
+        """Set ``gpu``'s power limit, W, through the seam (record first, so that it comes back)."""
+        self._access.set_power_limit(gpu, watts)
+
+    def lock_sm_clocks(self, gpu: GPU, min_mhz: int, max_mhz: int | None = None) -> None:
+        """Lock ``gpu``'s SM clock into ``[min_mhz, max_mhz]`` (default ``max_mhz = min_mhz``), MHz."""
+        self._access.lock_sm_clocks(gpu, int(min_mhz), int(min_mhz if max_mhz is None else max_mhz))
+
+    def __enter__(self) -> "SettingsGuard":
+        self.record()
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.restore()
+            return
+        try:  # the block's error matters more than a failed restore, which is logged
+            self.restore()
+        except Exception as e:
+            logger.error("Restoring %s failed while handling another error: %s", self.what, e)
+
+    def __getstate__(self) -> dict[str, object]:
+        """The state to pickle (e.g. for ``ddp_spawn``): no lock, and not armed.
+
+        The restore belongs to the process that recorded; a copy records again in its own process.
+        """
+        state = self.__dict__.copy()
+        del state["_lock"]
+        state["_armed"] = False
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        """Rebuild the lock of an unpickled guard."""
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
+
+    # -- internals ------------------------------------------------------------------------------
+    def _read(self, gpu: GPU) -> GPUSettings:
+        power = self._access.read_power_limit(gpu) if Setting.POWER_LIMIT in self.settings else None
+        if Setting.SM_CLOCKS not in self.settings:
+            return GPUSettings(power_limit_w=power)
+        try:
+            return GPUSettings(power, self._access.read_sm_clocks(gpu), sm_clocks_known=True)
+        except ZeusNotSupportedError:
+            console.warn_once(
+                f"settings-unknown-clocks-{gpu.index}",
+                f"{gpu.describe()} cannot report its locked SM clocks (NVML has no such query): they will "
+                "be unlocked when this run ends, not put back. If an administrator had locked them, lock "
+                "them again afterwards (`nvidia-smi -i <gpu> -lgc <min>,<max>`).",
+            )
+            return GPUSettings(power, None, sm_clocks_known=False)
+
+    def _stop_owner(self) -> None:
+        if self._before_restore is None:
+            return
+        try:
+            self._before_restore()
+        except Exception as e:  # the settings must come back all the same
+            logger.error("Stopping the owner of %s before the restore failed: %s", self.what, e)
+
+    def _restore_gpu(self, gpu: GPU) -> tuple[Exception | None, BaseException | None]:
+        """Write back one GPU's recorded settings: (the error, if any; an interruption to re-raise).
+
+        A ``KeyboardInterrupt``/``SystemExit`` raised in between (by a signal handler that is not
+        ours) does not stop the restore: the write is retried, and the interruption returned.
+        """
+        interrupted: BaseException | None = None
+        while True:
+            try:
+                self._write_back(gpu, self._recorded[gpu.index])
+                return None, interrupted
+            except (KeyboardInterrupt, SystemExit) as e:
+                interrupted = interrupted or e
+            except Exception as e:  # try every GPU, then report
+                logger.error("Could not restore %s of %s: %s", self.what, gpu.describe(), e)
+                return e, interrupted
+
+    def _write_back(self, gpu: GPU, saved: GPUSettings) -> None:
+        if saved.power_limit_w is not None and self._access.read_power_limit(gpu) != saved.power_limit_w:
+            self._access.set_power_limit(gpu, saved.power_limit_w)
+        if Setting.SM_CLOCKS not in self.settings:
+            return
+        if saved.sm_clocks_known and self._access.read_sm_clocks(gpu) == saved.sm_clocks:
+            return
+        if saved.sm_clocks is None:
+            self._access.unlock_sm_clocks(gpu)
+        else:
+            self._access.lock_sm_clocks(gpu, *saved.sm_clocks)
+
+
+_WHAT = {Setting.POWER_LIMIT: "GPU power limits", Setting.SM_CLOCKS: "locked SM clocks"}
