@@ -154,6 +154,8 @@ __all__ = [
     "PowerMonitor",
     "PrometheusExporter",
     "RaplCPU",
+    "Setting",
+    "SettingsGuard",
     "SimulatedGPU",
     "Time",
     "TrainingCallback",

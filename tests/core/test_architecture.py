@@ -45,7 +45,8 @@ DEVICE_COMMANDS = {"zeus_core.device.env_report"}
 # device/env_report.py) sit outside the layers and are not checked here.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", tuple(FOUNDATION)),
-    ("device", ("zeus_core.device", "zeus_core.settings")),  # settings: recording and restoring GPU settings
+    # settings (and its process-wide exit hooks): recording and restoring GPU settings
+    ("device", ("zeus_core.device", "zeus_core.settings", "zeus_core._restore_hooks")),
     ("monitor", ("zeus_core.monitor",)),
     ("optimizers", ("zeus_core.optimizer",)),
     ("simulate", ("zeus_core.simulate",)),
