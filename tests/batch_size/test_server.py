@@ -240,7 +240,7 @@ def test_delete_job_removes_its_history(http: httpx.Client) -> None:
 
 
 def test_token_auth(db_url: str) -> None:
-    with ThreadServer(create_app(db_url, token="s3cret")) as server:
+    with ThreadServer(create_app(db_url, token="s3cret-0123456789abcdef")) as server:
         with httpx.Client(base_url=server.url) as http:
             r = http.get("/jobs/job")
             assert r.status_code == 401 and "Authorization: Bearer" in r.json()["message"]
@@ -248,7 +248,7 @@ def test_token_auth(db_url: str) -> None:
             r = http.post("/jobs", json=SPEC.to_dict(), headers={"Authorization": "Bearer wrong"})
             assert r.status_code == 401 and "does not match" in r.json()["message"]
             assert http.get("/health").status_code == 200
-            ok = {"Authorization": "Bearer s3cret"}
+            ok = {"Authorization": "Bearer s3cret-0123456789abcdef"}
             assert http.get("/jobs/job", headers=ok).status_code == 404  # authorised; job not there
             assert http.post("/jobs", json=SPEC.to_dict(), headers=ok).status_code == 201
             state = http.get("/jobs/job", headers=ok).json()
