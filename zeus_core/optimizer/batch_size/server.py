@@ -46,7 +46,7 @@ import logging
 import re
 import time
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Annotated, Any, AsyncIterator, Callable
 
 try:
     from fastapi import APIRouter, Body, Depends, FastAPI, Header, Request, Response
@@ -307,6 +307,7 @@ def create_app(
 
     router = APIRouter(
         dependencies=[Depends(_token_dependency(token))] if token else [],
+        strict_content_type=False,  # Zeus 0.16's client posts JSON without a Content-Type header
         responses={c: {"model": ErrorResponse} for c in (401, 404, 409, 413, 422)},
     )
     add_zeus_routes(router, service)  # first: GET /jobs/batch_size before GET /jobs/{job_id}
@@ -318,7 +319,7 @@ def create_app(
 def _add_routes(router: APIRouter, service: BatchSizeService) -> None:
     @router.post("/jobs", status_code=201, response_model=RegisterResponse | ZeusRegisteredJob)
     async def register_job(
-        response: Response, body: RegisterBody = Body()
+        response: Response, body: Annotated[RegisterBody, Body()]
     ) -> RegisterResponse | ZeusRegisteredJob:
         return await register_any(service, body, response)
 

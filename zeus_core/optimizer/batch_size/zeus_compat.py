@@ -15,6 +15,11 @@ PATCH    ``/trials``                 the client process ended: a trial still run
 DELETE   ``/jobs``                   ``?job_id=`` drop the job and its history
 =======  ==========================  ===========================================================
 
+Zeus's client sends its JSON without a ``Content-Type`` header, so these routes (and
+``POST /jobs``) read a body without one as JSON. It sends no token either: against a server with
+a token, give it ``http://zeus:<token>@host:port`` as the server URL (basic auth; the user name is
+not checked).
+
 Field mapping: ``higher_is_better_metric`` -> ``higher_is_better``, ``max_power`` ->
 ``max_power_w``, ``mab_seed`` -> ``seed`` (``null`` -> 0), ``mab_prior_mean`` and
 ``mab_prior_precision`` -> ``prior_mean`` and ``prior_std = precision ** -0.5`` (precision 0 = no
