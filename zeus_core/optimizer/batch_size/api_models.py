@@ -23,7 +23,7 @@ except ModuleNotFoundError as _err:  # pragma: no cover - depends on the environ
         f"zeus_core.optimizer.batch_size.api_models needs pydantic ({_err}); pip install 'zeus-suite[server]'"
     ) from _err
 
-from zeus_core.optimizer.batch_size.spec import JobSpec
+from zeus_core.optimizer.batch_size.spec import MAX_INT, JobSpec
 
 __all__ = [
     "TrialStatus",
@@ -147,7 +147,7 @@ class EpochReport(BaseModel):
 
     model_config = _STRICT
 
-    epoch: int = Field(ge=1, description="epochs completed (1 after the first epoch)")
+    epoch: int = Field(ge=1, le=MAX_INT, description="epochs completed (1 after the first epoch)")
     time_s: _Seconds
     energy_j: _Joules
     metric: _Metric = None

@@ -22,7 +22,8 @@ GET     ``/health``                                 liveness and schema version 
 Zeus 0.16's routes are served too (see :mod:`~zeus_core.optimizer.batch_size.zeus_compat`), so
 its published client works against this server.
 
-Errors are ``{"message": ..., "errors": [{"field", "problem"}]}``: 401 without the token (when one
+Errors are ``{"message": ..., "errors": [{"field", "problem"}]}``: 400 a body that cannot be
+decoded, 401 without the token (when one
 is set), 404 unknown job or trial (``errors`` names ``job_id`` or ``trial_number``), 409 conflict
 with stored data, 413 a body above the size limit (refused before it is parsed), 422 invalid
 request (the message names each field and its problem; JSON types are not coerced: ``true`` is
@@ -53,6 +54,7 @@ try:
     from fastapi import Path as PathParam
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
+    from fastapi.routing import APIRoute
     from starlette.exceptions import HTTPException
 except ModuleNotFoundError as _err:  # pragma: no cover - depends on the environment
     raise ModuleNotFoundError(
@@ -85,6 +87,7 @@ from zeus_core.optimizer.batch_size.service import (
     JobNotFoundError,
     TrialNotFoundError,
 )
+from zeus_core.optimizer.batch_size.spec import MAX_INT
 from zeus_core.optimizer.batch_size.zeus_compat import (
     RegisterBody,
     ZeusRegisteredJob,
@@ -97,7 +100,7 @@ __all__ = ["create_app"]
 logger = logging.getLogger(__name__)
 
 _SPEC_FIELD = re.compile(r"^JobSpec: (\w+)=")
-_TRIAL = PathParam(ge=1, description="trial number (starts at 1)")
+_TRIAL = PathParam(ge=1, le=MAX_INT, description="trial number (starts at 1)")
 _MAX_PROBLEMS = 20  # problems listed in one error reply
 _MAX_TEXT = 300  # characters of one field name or problem in an error reply
 _BODY_TAGS = ("suite", "zeus")  # union tags of POST /jobs in validation locations
@@ -174,12 +177,13 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def _on_http(request: Request, exc: HTTPException) -> JSONResponse:
-        problems = [FieldProblem(field="path", problem=str(exc.detail))] if exc.status_code == 404 else []
+        where = {400: "body", 404: "path", 405: "method"}.get(exc.status_code)
+        problems = [FieldProblem(field=where, problem=str(exc.detail))] if where else []
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:  # Starlette names only the first matching route's methods
+            headers["Allow"] = ", ".join(_allowed_methods(request))
         return _error(
-            exc.status_code,
-            f"{request.method} {request.url.path}: {exc.detail}",
-            problems,
-            headers=exc.headers,
+            exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", problems, headers=headers
         )
 
     @app.exception_handler(Exception)
@@ -190,6 +194,15 @@ def _install_error_handlers(app: FastAPI) -> None:
             f"{request.method} {request.url.path}: internal error ({type(exc).__name__}: {exc}); "
             "nothing was written; see the server log.",
         )
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method that some route serves at the request's path."""
+    methods: set[str] = set()
+    for route in request.app.routes:
+        if isinstance(route, APIRoute) and route.path_regex.match(request.url.path):
+            methods |= route.methods
+    return sorted(methods)
 
 
 def _token_dependency(token: str) -> Callable[..., Any]:
@@ -308,7 +321,7 @@ def create_app(
     router = APIRouter(
         dependencies=[Depends(_token_dependency(token))] if token else [],
         strict_content_type=False,  # Zeus 0.16's client posts JSON without a Content-Type header
-        responses={c: {"model": ErrorResponse} for c in (401, 404, 409, 413, 422)},
+        responses={c: {"model": ErrorResponse} for c in (400, 401, 404, 409, 413, 422)},
     )
     add_zeus_routes(router, service)  # first: GET /jobs/batch_size before GET /jobs/{job_id}
     _add_routes(router, service)

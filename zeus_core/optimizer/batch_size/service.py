@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from typing import Any, Callable, Sequence
 
@@ -368,7 +369,7 @@ class BatchSizeService:
             await self._expire_stale(session, job_id)
             spec = _spec_of(job)
             trial = await self._trial(session, job_id, trial_number)
-            cost = zeus_cost(report.energy_j, report.time_s, spec.eta_knob, spec.max_power_w)
+            cost = _finite_cost(spec, report.time_s, report.energy_j)
             previous = list(
                 await session.scalars(
                     select(EpochRow).where(EpochRow.trial_id == trial.id).order_by(EpochRow.epoch)
@@ -474,7 +475,7 @@ class BatchSizeService:
             self._revive(trial)
             now = self._clock()
             trial.time_s, trial.energy_j, trial.metric = result.time_s, result.energy_j, result.metric
-            trial.cost = zeus_cost(result.energy_j, result.time_s, spec.eta_knob, spec.max_power_w)
+            trial.cost = _finite_cost(spec, result.time_s, result.energy_j)
             trial.last_seen_at = now
             self._finish(job, trial, converged=result.converged, reason=StopReason.REPORTED, now=now)
             logger.info(
@@ -574,6 +575,18 @@ class BatchSizeService:
         trial.ended_at = now
         trial.completion_order = job.next_completion
         job.next_completion += 1
+
+
+def _finite_cost(spec: JobSpec, time_s: float, energy_j: float) -> float:
+    """The Zeus cost of a report, J; refuses figures so large that the cost overflows."""
+    cost = zeus_cost(energy_j, time_s, spec.eta_knob, spec.max_power_w)
+    if not math.isfinite(cost):
+        raise InvalidReportError(
+            "energy_j",
+            f"time_s={time_s!r} s and energy_j={energy_j!r} J give an infinite cost; "
+            "report the trial's real cumulative time (s) and energy (J).",
+        )
+    return cost
 
 
 def _observations(trials: Sequence[TrialRow]) -> list[Observation]:

@@ -43,11 +43,17 @@ from typing import Any, Mapping
 
 from zeus_core.exceptions import ZeusConfigError
 
-__all__ = ["JobSpec"]
+__all__ = ["JobSpec", "MAX_INT"]
+
+MAX_INT = 2**31 - 1
+"""Largest batch size, epoch count or trial number (a 32-bit database integer)."""
 
 
 def _bad(field_name: str, value: Any, problem: str) -> ZeusConfigError:
-    return ZeusConfigError(f"JobSpec: {field_name}={value!r} {problem}")
+    shown = repr(value)
+    if len(shown) > 200:  # a huge value is not echoed back in full (server replies, logs)
+        shown = f"{shown[:200]}... ({len(shown)} characters)"
+    return ZeusConfigError(f"JobSpec: {field_name}={shown} {problem}")
 
 
 def _finite(value: Any) -> bool:
@@ -71,8 +77,10 @@ def _checked_batch_sizes(sizes: Any) -> tuple[int, ...]:
     if not sizes:
         raise _bad("batch_sizes", sizes, "must not be empty; list the batch sizes the job may use.")
     for b in sizes:
-        if not _integer(b) or b <= 0:
-            raise _bad("batch_sizes", sizes, f"must hold positive integers; {b!r} is not one.")
+        if not _integer(b) or not 0 < b <= MAX_INT:
+            raise _bad(
+                "batch_sizes", sizes, f"must hold positive integers up to {MAX_INT}; {b!r} is not one."
+            )
     if list(sizes) != sorted(set(sizes)):
         raise _bad("batch_sizes", sizes, f"must be sorted and unique, e.g. {tuple(sorted(set(sizes)))}.")
     return sizes
@@ -145,8 +153,8 @@ class JobSpec:
             )
 
     def _check_integers(self) -> None:
-        if not _integer(self.max_epochs) or self.max_epochs < 1:
-            raise _bad("max_epochs", self.max_epochs, "must be an integer >= 1.")
+        if not _integer(self.max_epochs) or not 1 <= self.max_epochs <= MAX_INT:
+            raise _bad("max_epochs", self.max_epochs, f"must be an integer within [1, {MAX_INT}].")
         for name in ("window_size", "num_pruning_rounds", "seed"):
             value = getattr(self, name)
             if not _integer(value) or value < 0:

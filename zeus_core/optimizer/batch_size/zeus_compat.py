@@ -54,7 +54,7 @@ from zeus_core.optimizer.batch_size.service import (
     InvalidReportError,
     TrialNotFoundError,
 )
-from zeus_core.optimizer.batch_size.spec import JobSpec
+from zeus_core.optimizer.batch_size.spec import MAX_INT, JobSpec
 
 __all__ = [
     "ZeusJobSpec",
@@ -89,12 +89,12 @@ class ZeusJobSpec(BaseModel):
     job_id: str | None = Field(default=None, min_length=1, max_length=255)
     job_id_prefix: str = Field(min_length=1, max_length=200)
     batch_sizes: list[int] = Field(min_length=1)
-    default_batch_size: int = Field(gt=0)
+    default_batch_size: int = Field(gt=0, le=MAX_INT)
     eta_knob: float = 0.5
     beta_knob: float | None = 2.0
     target_metric: float = 0.5
     higher_is_better_metric: bool = True
-    max_epochs: int = Field(default=100, gt=0)
+    max_epochs: int = Field(default=100, gt=0, le=MAX_INT)
     num_pruning_rounds: int = Field(default=2, ge=0)
     window_size: int = Field(default=0, ge=0)
     mab_prior_mean: float = 0.0
@@ -121,8 +121,8 @@ class ZeusTrialId(BaseModel):
     model_config = _STRICT
 
     job_id: str
-    batch_size: int
-    trial_number: int = Field(ge=1)
+    batch_size: int = Field(ge=1, le=MAX_INT)
+    trial_number: int = Field(ge=1, le=MAX_INT)
 
 
 class ZeusTrainingResult(ZeusTrialId):
@@ -131,7 +131,7 @@ class ZeusTrainingResult(ZeusTrialId):
     time: float = _NUMBER
     energy: float = _NUMBER
     metric: float = Field(allow_inf_nan=False)
-    current_epoch: int = Field(ge=1)
+    current_epoch: int = Field(ge=1, le=MAX_INT)
 
 
 class ZeusReportResponse(BaseModel):
