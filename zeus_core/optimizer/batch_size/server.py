@@ -201,7 +201,7 @@ def _allowed_methods(request: Request) -> list[str]:
     methods: set[str] = set()
     for route in request.app.routes:
         if isinstance(route, APIRoute) and route.path_regex.match(request.url.path):
-            methods |= route.methods
+            methods |= route.methods or set()
     return sorted(methods)
 
 
