@@ -15,17 +15,12 @@ from typing import Iterator
 import httpx
 import pytest
 
-from tests.batch_size.server_harness import REPO_ROOT, FakeClock, ThreadServer, db_url, make_spec  # noqa: F401
+from tests.batch_size.server_harness import REPO_ROOT, FakeClock, ThreadServer, clock, db_url, make_spec  # noqa: F401
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
 from zeus_core.optimizer.batch_size.server import create_app
 
 SPEC = make_spec()
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
 
 
 @pytest.fixture

@@ -8,16 +8,11 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
-from tests.batch_size.server_harness import FakeClock, ThreadServer, cost, db_url, make_spec  # noqa: F401
+from tests.batch_size.server_harness import FakeClock, ThreadServer, clock, cost, db_url, make_spec  # noqa: F401
 from zeus_core.optimizer.batch_size.bandit import BatchSizeBandit, Observation
 from zeus_core.optimizer.batch_size.server import create_app
 
 SPEC = make_spec()
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
 
 
 @pytest.fixture
