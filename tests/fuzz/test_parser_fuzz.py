@@ -28,7 +28,7 @@ from zeus_core.optimizer.power_limit.profile import JobGPUs, PowerLimitProfile
 
 T = TypeVar("T")
 FUZZ = settings(
-    max_examples=int(os.environ.get("ZEUS_FUZZ_EXAMPLES", "150")),
+    max_examples=int(os.environ.get("ZEUS_FUZZ_EXAMPLES", "100")),
     deadline=None,
     suppress_health_check=list(HealthCheck),
     database=None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sqlite3
 import tempfile
 from pathlib import Path
@@ -29,7 +30,7 @@ from zeus_core.optimizer.batch_size.api_models import StopReason, TrialStatus  #
 from zeus_core.optimizer.batch_size.server import create_app  # noqa: E402
 from zeus_core.optimizer.batch_size.spec import JobSpec  # noqa: E402
 
-MAX_EXAMPLES = 15
+MAX_EXAMPLES = int(os.environ.get("ZEUS_FUZZ_EXAMPLES", "12"))
 DATABASE = Path(tempfile.mkdtemp(prefix="bso-fuzz-")) / "bso.sqlite3"
 APP = create_app(DATABASE, heartbeat_timeout_s=60.0)
 SCHEMA = schemathesis.openapi.from_asgi("/openapi.json", APP)
