@@ -149,11 +149,12 @@ def test_the_client_sends_heartbeats_and_a_killed_client_is_noticed(tmp_path: Pa
         assert trial["epochs"] == 1 and trial["energy_j"] == 3000.0  # kept
 
 
-def _heartbeat_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith("bso-heartbeat")]
+def _heartbeat_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith("bso-heartbeat")}
 
 
 def test_heartbeats_refresh_the_trial_and_stop_when_it_ends(tmp_path: Path) -> None:
+    before = _heartbeat_threads()  # other tests' clients that were never closed
     app = create_app(tmp_path / "bso.sqlite3", heartbeat_timeout_s=0.3)
     with ThreadServer(app) as server:
         with BatchSizeOptimizer(server.url, SPEC) as bso:
@@ -161,10 +162,10 @@ def test_heartbeats_refresh_the_trial_and_stop_when_it_ends(tmp_path: Path) -> N
             time.sleep(0.6)
             trial = httpx.get(server.url + "/jobs/job/trials/1").json()
             assert trial["heartbeat"] is True and trial["last_seen_at"] > trial["created_at"]
-            assert len(_heartbeat_threads()) == 1
+            assert len(_heartbeat_threads() - before) == 1
             bso.report(time_s=1.0, energy_j=1.0, metric=0.95, converged=True)
-            assert _heartbeat_threads() == []
+            assert _heartbeat_threads() - before == set()
         with BatchSizeOptimizer(server.url, SPEC, heartbeat=False) as quiet:
             quiet.get_batch_size()
-            assert _heartbeat_threads() == []
+            assert _heartbeat_threads() - before == set()
             assert httpx.get(server.url + "/jobs/job/trials/2").json()["heartbeat"] is False
