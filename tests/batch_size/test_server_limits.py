@@ -11,7 +11,7 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
-from tests.batch_size.server_harness import ThreadServer, db_url, make_spec  # noqa: F401
+from tests.batch_size.server_harness import SubprocessServer, ThreadServer, db_url, make_spec  # noqa: F401
 from zeus_core.cli import main as cli_main
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
@@ -223,3 +223,18 @@ def test_basic_auth_carries_the_token(tmp_path: Path) -> None:
         # The userinfo of a URL becomes basic auth in httpx (what Zeus 0.16's client uses).
         with_token = server.url.replace("http://", f"http://zeus:{TOKEN}@")
         assert httpx.get(with_token + "/jobs/job").status_code == 200
+
+
+def test_the_command_passes_its_limits_to_the_server(tmp_path: Path) -> None:
+    server = SubprocessServer(
+        str(tmp_path / "bso.sqlite3"), "--max-body-bytes", "500", "--heartbeat-timeout", "42"
+    ).start()
+    try:
+        assert httpx.post(server.url + "/jobs", json=SPEC.to_dict()).status_code == 201
+        assert (
+            httpx.post(server.url + "/jobs", json=SPEC.to_dict() | {"job_id": "j" * 600}).status_code == 413
+        )
+        trial = httpx.post(server.url + "/jobs/job/trials", json={"heartbeat": True}).json()
+        assert trial["heartbeat_timeout_s"] == 42.0
+    finally:
+        server.kill()
