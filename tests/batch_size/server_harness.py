@@ -119,6 +119,12 @@ class FakeClock:
         return self.now
 
 
+@pytest.fixture
+def clock() -> FakeClock:
+    """A fake clock for the server (trial timeouts without waiting)."""
+    return FakeClock()
+
+
 class SubprocessServer:
     """``python -m zeus_core.cli bso-server`` in a child process on a free port."""
 

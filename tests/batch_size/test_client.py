@@ -17,6 +17,7 @@ from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer, ZeusServer
 from zeus_core.optimizer.batch_size.server import create_app
 
 SPEC = make_spec(max_epochs=5)
+TOKEN = "test-token-0123456789abcdef"
 
 
 @pytest.fixture
@@ -27,7 +28,7 @@ def server(db_url: str) -> Iterator[ThreadServer]:
 
 @pytest.fixture
 def sqlite_server(tmp_path: Path) -> Iterator[ThreadServer]:
-    with ThreadServer(create_app(tmp_path / "bso.sqlite3", token="tok")) as s:
+    with ThreadServer(create_app(tmp_path / "bso.sqlite3", token=TOKEN)) as s:
         yield s
 
 
@@ -66,7 +67,7 @@ def test_error_inside_the_with_block_abandons_the_trial(server: ThreadServer) ->
 
 
 def test_epoch_report_before_a_trial_is_a_clear_error(sqlite_server: ThreadServer) -> None:
-    bso = BatchSizeOptimizer(sqlite_server.url, SPEC, token="tok")
+    bso = BatchSizeOptimizer(sqlite_server.url, SPEC, token=TOKEN)
     with pytest.raises(
         ZeusConfigError, match=r"on_epoch_end: no trial is running; call get_batch_size\(\) first"
     ):
@@ -92,18 +93,18 @@ def test_token(sqlite_server: ThreadServer, monkeypatch: pytest.MonkeyPatch) -> 
     ):
         BatchSizeOptimizer(sqlite_server.url, SPEC).get_batch_size()
     with pytest.raises(ZeusPermissionError, match="does not match"):
-        BatchSizeOptimizer(sqlite_server.url, SPEC, token="nope").get_batch_size()
-    monkeypatch.setenv("ZEUS_BSO_TOKEN", "tok")
+        BatchSizeOptimizer(sqlite_server.url, SPEC, token="not-the-token-0123456789").get_batch_size()
+    monkeypatch.setenv("ZEUS_BSO_TOKEN", TOKEN)
     assert BatchSizeOptimizer(sqlite_server.url, SPEC).get_batch_size() == 128
 
 
 def test_conflicting_spec_and_bad_reports_raise_config_errors(sqlite_server: ThreadServer) -> None:
-    bso = BatchSizeOptimizer(sqlite_server.url, SPEC, token="tok")
+    bso = BatchSizeOptimizer(sqlite_server.url, SPEC, token=TOKEN)
     bso.get_batch_size()
     bso.on_epoch_end(1, time_s=10.0, energy_j=100.0)
     with pytest.raises(ZeusConfigError, match="answered 422: .*time_s=5.0 is less than the 10.0 s"):
         bso.on_epoch_end(2, time_s=5.0, energy_j=200.0)
-    other = BatchSizeOptimizer(sqlite_server.url, make_spec(max_epochs=5, eta_knob=0.9), token="tok")
+    other = BatchSizeOptimizer(sqlite_server.url, make_spec(max_epochs=5, eta_knob=0.9), token=TOKEN)
     with pytest.raises(ZeusConfigError, match=r"answered 409: .*eta_knob \(registered 0.5, requested 0.9\)"):
         other.get_batch_size()
 
@@ -122,7 +123,7 @@ def test_constructor_validates_and_accepts_a_spec_dict() -> None:
 def test_two_ranks_share_one_trial(sqlite_server: ThreadServer, tmp_path: Path) -> None:
     """torch.distributed (gloo, 2 processes): only rank 0 talks to the server; both ranks agree."""
     script = Path(__file__).with_name("client_worker.py")
-    env = {**os.environ, "BSO_URL": sqlite_server.url, "BSO_OUT": str(tmp_path), "ZEUS_BSO_TOKEN": "tok"}
+    env = {**os.environ, "BSO_URL": sqlite_server.url, "BSO_OUT": str(tmp_path), "ZEUS_BSO_TOKEN": TOKEN}
     cmd = [
         sys.executable,
         "-m",
@@ -138,5 +139,5 @@ def test_two_ranks_share_one_trial(sqlite_server: ThreadServer, tmp_path: Path) 
     assert lines[0] == lines[1]  # same trial number, batch size, stop decision, and error on both ranks
     trial_number, batch_size, stopped, error = lines[0]
     assert (trial_number, batch_size, stopped, error) == ("1", "128", "True", "ZeusConfigError")
-    state = BatchSizeOptimizer(sqlite_server.url, SPEC, token="tok").job_state()
+    state = BatchSizeOptimizer(sqlite_server.url, SPEC, token=TOKEN).job_state()
     assert len(state["trials"]) == 1 and state["trials"][0]["status"] == "converged"

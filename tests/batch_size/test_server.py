@@ -8,16 +8,11 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
-from tests.batch_size.server_harness import FakeClock, ThreadServer, cost, db_url, make_spec  # noqa: F401
+from tests.batch_size.server_harness import FakeClock, ThreadServer, clock, cost, db_url, make_spec  # noqa: F401
 from zeus_core.optimizer.batch_size.bandit import BatchSizeBandit, Observation
 from zeus_core.optimizer.batch_size.server import create_app
 
 SPEC = make_spec()
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
 
 
 @pytest.fixture
@@ -240,7 +235,7 @@ def test_delete_job_removes_its_history(http: httpx.Client) -> None:
 
 
 def test_token_auth(db_url: str) -> None:
-    with ThreadServer(create_app(db_url, token="s3cret")) as server:
+    with ThreadServer(create_app(db_url, token="s3cret-0123456789abcdef")) as server:
         with httpx.Client(base_url=server.url) as http:
             r = http.get("/jobs/job")
             assert r.status_code == 401 and "Authorization: Bearer" in r.json()["message"]
@@ -248,7 +243,7 @@ def test_token_auth(db_url: str) -> None:
             r = http.post("/jobs", json=SPEC.to_dict(), headers={"Authorization": "Bearer wrong"})
             assert r.status_code == 401 and "does not match" in r.json()["message"]
             assert http.get("/health").status_code == 200
-            ok = {"Authorization": "Bearer s3cret"}
+            ok = {"Authorization": "Bearer s3cret-0123456789abcdef"}
             assert http.get("/jobs/job", headers=ok).status_code == 404  # authorised; job not there
             assert http.post("/jobs", json=SPEC.to_dict(), headers=ok).status_code == 201
             state = http.get("/jobs/job", headers=ok).json()

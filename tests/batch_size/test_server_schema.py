@@ -46,7 +46,10 @@ def test_fresh_database_gets_the_current_version_and_restarts_keep_it(db_url: st
 def test_newer_schema_is_refused_with_a_clear_message(db_url: str) -> None:
     _run(_init_and_version(db_url))
     _run(_execute(db_url, f"UPDATE bso_schema_version SET version = {dbmod.SCHEMA_VERSION + 1}"))
-    with pytest.raises(ZeusConfigError, match=r"schema version 2 is newer than this server's \(1\); upgrade"):
+    v = dbmod.SCHEMA_VERSION
+    with pytest.raises(
+        ZeusConfigError, match=rf"schema version {v + 1} is newer than this server's \({v}\); upgrade"
+    ):
         _run(_init_and_version(db_url))
     # The command reports it and exits with 2 instead of serving.
     assert cli_main(["bso-server", "--database", db_url, "--port", "1"]) == 2
@@ -65,16 +68,52 @@ def test_older_schema_runs_the_registered_migrations_in_order(
 
         return _migrate
 
-    monkeypatch.setattr(dbmod, "SCHEMA_VERSION", 3)
-    monkeypatch.setattr(dbmod, "MIGRATIONS", {1: step(1), 2: step(2)})
+    v = dbmod.SCHEMA_VERSION
+    monkeypatch.setattr(dbmod, "SCHEMA_VERSION", v + 2)
+    monkeypatch.setattr(dbmod, "MIGRATIONS", {v: step(v), v + 1: step(v + 1)})
     _run(_execute(db_url, "CREATE TABLE bso_migration_marker (v INTEGER)"))
-    assert _run(_init_and_version(db_url)) == 3
-    assert calls == [1, 2]
-    assert _run(_init_and_version(db_url)) == 3 and calls == [1, 2]  # already migrated: nothing runs
-    _run(_execute(db_url, "UPDATE bso_schema_version SET version = 1"))
-    monkeypatch.setattr(dbmod, "MIGRATIONS", {1: step(1)})
-    with pytest.raises(ZeusConfigError, match="no migration registered from schema version 2 to 3"):
+    assert _run(_init_and_version(db_url)) == v + 2
+    assert calls == [v, v + 1]
+    assert _run(_init_and_version(db_url)) == v + 2 and calls == [v, v + 1]  # migrated: nothing runs
+    _run(_execute(db_url, f"UPDATE bso_schema_version SET version = {v}"))
+    monkeypatch.setattr(dbmod, "MIGRATIONS", {v: step(v)})
+    with pytest.raises(
+        ZeusConfigError, match=f"no migration registered from schema version {v + 1} to {v + 2}"
+    ):
         _run(_init_and_version(db_url))
+
+
+_V1_TRIALS = """CREATE TABLE bso_trials (
+    id INTEGER PRIMARY KEY, job_id VARCHAR(255) REFERENCES bso_jobs(job_id) ON DELETE CASCADE,
+    trial_number INTEGER, request_id VARCHAR(64), batch_size INTEGER, status VARCHAR(16),
+    end_reason VARCHAR(32), created_at DOUBLE PRECISION, last_seen_at DOUBLE PRECISION,
+    ended_at DOUBLE PRECISION, completion_order INTEGER, epochs INTEGER, time_s DOUBLE PRECISION,
+    energy_j DOUBLE PRECISION, metric DOUBLE PRECISION, cost DOUBLE PRECISION, converged BOOLEAN)"""
+
+
+def test_a_version_1_database_gains_the_heartbeat_column_and_keeps_its_trials(db_url: str) -> None:
+    """A database written by the previous release (schema 1) is migrated in place on start."""
+    for sql in (
+        "CREATE TABLE bso_schema_version (id INTEGER PRIMARY KEY, version INTEGER)",
+        "INSERT INTO bso_schema_version VALUES (1, 1)",
+        "CREATE TABLE bso_jobs (job_id VARCHAR(255) PRIMARY KEY, spec_json TEXT, "
+        "created_at DOUBLE PRECISION, next_trial_number INTEGER, next_completion INTEGER)",
+        _V1_TRIALS,
+        "INSERT INTO bso_jobs VALUES ('j', '{}', 1.0, 2, 0)",
+        "INSERT INTO bso_trials (id, job_id, trial_number, batch_size, status, created_at, last_seen_at, "
+        "epochs) VALUES (1, 'j', 1, 64, 'running', 1.0, 1.0, 3)",
+    ):
+        _run(_execute(db_url, sql))
+    assert _run(_init_and_version(db_url)) == dbmod.SCHEMA_VERSION == 2
+
+    async def _trial() -> Any:
+        db = Database(db_url)
+        async with db.engine.connect() as conn:
+            row = (await conn.execute(text("SELECT batch_size, epochs, heartbeat FROM bso_trials"))).one()
+        await db.dispose()
+        return tuple(row)
+
+    assert _run(_trial()) == (64, 3, False)
 
 
 def test_foreign_tables_without_a_version_are_refused(db_url: str) -> None:

@@ -23,7 +23,7 @@ except ModuleNotFoundError as _err:  # pragma: no cover - depends on the environ
         f"zeus_core.optimizer.batch_size.api_models needs pydantic ({_err}); pip install 'zeus-suite[server]'"
     ) from _err
 
-from zeus_core.optimizer.batch_size.spec import JobSpec
+from zeus_core.optimizer.batch_size.spec import MAX_INT, JobSpec
 
 __all__ = [
     "TrialStatus",
@@ -55,8 +55,9 @@ _Metric = Annotated[float | None, Field(default=None, allow_inf_nan=False, descr
 class TrialStatus(str, Enum):
     """Lifecycle of a trial. ``running`` -> ``converged`` | ``failed`` | ``expired``.
 
-    ``expired`` (no contact for the trial timeout, or abandoned) returns to ``running`` if its
-    client reports again; only ``converged`` and ``failed`` trials feed the bandit.
+    ``expired`` (no contact for the trial timeout, no heartbeat for the heartbeat timeout, or
+    abandoned) returns to ``running`` if its client reports again; only ``converged`` and
+    ``failed`` trials feed the bandit.
     """
 
     RUNNING = "running"
@@ -75,7 +76,13 @@ class StopReason(str, Enum):
     TRIAL_ENDED = "trial_ended"
     REPORTED = "reported"
     TIMEOUT = "timeout"
+    HEARTBEAT_TIMEOUT = "heartbeat_timeout"
     ABANDONED = "abandoned"
+
+
+_STRICT = ConfigDict(extra="forbid", strict=True)
+"""Request bodies: unknown fields are refused, and JSON types are not coerced (``true`` is not 1,
+``"yes"`` is not a boolean, ``"1.5"`` is not a number; an integer is a valid number)."""
 
 
 def _job_spec_model() -> type[BaseModel]:
@@ -83,10 +90,11 @@ def _job_spec_model() -> type[BaseModel]:
     field_defs: dict[str, Any] = {}
     for f in dataclasses.fields(JobSpec):
         default = ... if f.default is dataclasses.MISSING else f.default
-        field_defs[f.name] = (hints[f.name], default)
+        hint = list[int] if f.name == "batch_sizes" else hints[f.name]  # JSON has arrays, not tuples
+        field_defs[f.name] = (hint, default)
     return create_model(
         "JobSpecModel",
-        __config__=ConfigDict(extra="forbid"),
+        __config__=_STRICT,
         __doc__="A job spec (see JobSpec for every field's meaning, unit and default).",
         **field_defs,
     )
@@ -109,28 +117,37 @@ class TrialRequest(BaseModel):
 
     ``request_id`` makes the call idempotent: asking again with the same id returns the same
     trial instead of starting another (the client sends one per trial, so retries are safe).
+    ``heartbeat`` says the client will send heartbeats while the trial runs, so the server may
+    expire the trial after the (short) heartbeat timeout instead of the (long) trial timeout.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
 
     request_id: str | None = Field(default=None, min_length=1, max_length=64)
+    heartbeat: bool = Field(default=False, description="the client sends heartbeats during the trial")
 
 
 class TrialAssignment(BaseModel):
-    """A trial handed to a client: run the job once with ``batch_size``."""
+    """A trial handed to a client: run the job once with ``batch_size``.
+
+    Attributes:
+        heartbeat_timeout_s: A trial started with ``heartbeat`` expires after this long without
+            any report or heartbeat, s; send heartbeats well within it (the client: every third).
+    """
 
     job_id: str
     trial_number: int
     batch_size: int
     phase: str
+    heartbeat_timeout_s: float
 
 
 class EpochReport(BaseModel):
     """Body of ``POST /jobs/{job_id}/trials/{n}/epochs``: progress after ``epoch`` epochs."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
 
-    epoch: int = Field(ge=1, description="epochs completed (1 after the first epoch)")
+    epoch: int = Field(ge=1, le=MAX_INT, description="epochs completed (1 after the first epoch)")
     time_s: _Seconds
     energy_j: _Joules
     metric: _Metric = None
@@ -157,7 +174,7 @@ class EpochDecision(BaseModel):
 class TrialResult(BaseModel):
     """Body of ``POST /jobs/{job_id}/trials/{n}/result``: the finished trial's totals."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = _STRICT
 
     time_s: _Seconds
     energy_j: _Joules
@@ -185,6 +202,7 @@ class TrialOut(BaseModel):
     created_at: float
     last_seen_at: float
     ended_at: float | None
+    heartbeat: bool = Field(default=False, description="the client sends heartbeats")
     recorded: bool = Field(
         default=True, description="False when this request's values were not stored (the trial had ended)"
     )

@@ -5,6 +5,11 @@ batch size of a new trial, reports cumulative time (s) and energy (J) after each
 answers whether to stop), and reports the trial's result. Every call is safe to retry (a new trial
 carries a request id), so transient network errors are retried with a back-off.
 
+Heartbeats: while a trial runs, the client posts a heartbeat every third of the server's
+heartbeat timeout from a background thread (``heartbeat=False`` turns that off; then only the
+server's much longer trial timeout applies). So a trial whose process died is closed after the
+heartbeat timeout, while one in a long epoch is not.
+
 Distributed jobs: call every method on every rank. Only global rank 0 talks to the server; the
 answer (or the error) is broadcast with ``torch.distributed`` so all ranks agree. Pass job-wide
 totals (e.g. :func:`zeus_core.distributed.reduce_measurement`).
@@ -40,6 +45,8 @@ from urllib.parse import quote
 
 from zeus_core import distributed
 from zeus_core.exceptions import ZeusConfigError, ZeusError, ZeusPermissionError
+from zeus_core.optimizer.batch_size.auth import normalize_token
+from zeus_core.optimizer.batch_size.heartbeat import HeartbeatSender
 from zeus_core.optimizer.batch_size.spec import JobSpec
 
 __all__ = ["ZeusServerError", "BatchSizeOptimizer"]
@@ -63,6 +70,7 @@ class BatchSizeOptimizer:
         timeout_s: Timeout of one HTTP request, s.
         retries: Extra attempts after a connection error, timeout or 502/503/504.
         retry_backoff_s: Wait before the first retry, s (doubles each time).
+        heartbeat: Send heartbeats while a trial runs (see the module docstring).
 
     Attributes:
         trial_number: Number of the current (or last) trial; ``None`` before the first.
@@ -72,7 +80,7 @@ class BatchSizeOptimizer:
         last_result: The stored trial returned by the last :meth:`report`.
 
     Raises:
-        ZeusConfigError: A malformed ``server_url``, ``job_spec`` or timing option.
+        ZeusConfigError: A malformed ``server_url``, ``job_spec``, token or timing option.
     """
 
     def __init__(
@@ -84,6 +92,7 @@ class BatchSizeOptimizer:
         timeout_s: float = 30.0,
         retries: int = 3,
         retry_backoff_s: float = 0.5,
+        heartbeat: bool = True,
     ) -> None:
         if not isinstance(server_url, str) or not server_url.startswith(("http://", "https://")):
             raise ZeusConfigError(
@@ -103,7 +112,10 @@ class BatchSizeOptimizer:
             raise ZeusConfigError(f"BatchSizeOptimizer: retry_backoff_s={retry_backoff_s!r} must be >= 0 s.")
         self.server_url = server_url.rstrip("/")
         self.job_spec = job_spec
-        self._token = token if token is not None else os.environ.get("ZEUS_BSO_TOKEN") or None
+        given = token if token is not None else os.environ.get("ZEUS_BSO_TOKEN")
+        self._token = normalize_token(given, where="BatchSizeOptimizer")
+        self.heartbeat = bool(heartbeat)
+        self._heartbeat: HeartbeatSender | None = None
         self.timeout_s = float(timeout_s)
         self.retries = retries
         self.retry_backoff_s = float(retry_backoff_s)
@@ -139,10 +151,11 @@ class BatchSizeOptimizer:
             return self.batch_size
         if not self._registered:
             self.register()
-        body = {"request_id": uuid.uuid4().hex}
+        body = {"request_id": uuid.uuid4().hex, "heartbeat": self.heartbeat}
         trial = self._on_rank_zero(lambda: self._post("get_batch_size", f"{self._job_path}/trials", body))
         self.trial_number, self.batch_size = int(trial["trial_number"]), int(trial["batch_size"])
         self._running, self.stop_reason, self.last_result = True, None, None
+        self._start_heartbeat(trial.get("heartbeat_timeout_s"))
         logger.info(
             "%s trial %d: batch size %d (%s)",
             self.job_spec.job_id,
@@ -173,6 +186,7 @@ class BatchSizeOptimizer:
             lambda: self._post("on_epoch_end", f"{self._job_path}/trials/{number}/epochs", body)
         )
         if decision["stop"]:
+            self._stop_heartbeat()
             self._running, self.stop_reason = False, str(decision["reason"])
             logger.info(
                 "%s trial %d: stop after epoch %d (%s, cost %.1f J)",
@@ -200,6 +214,7 @@ class BatchSizeOptimizer:
             already ended it after an epoch report, and kept that outcome).
         """
         number = self._current("report")
+        self._stop_heartbeat()
         body = {"time_s": time_s, "energy_j": energy_j, "metric": metric, "converged": converged}
         out = self._on_rank_zero(
             lambda: self._post("report", f"{self._job_path}/trials/{number}/result", body)
@@ -213,6 +228,7 @@ class BatchSizeOptimizer:
         if self.trial_number is None or not self._running:
             return
         number = self.trial_number
+        self._stop_heartbeat()
         self._on_rank_zero(lambda: self._post("abandon", f"{self._job_path}/trials/{number}/abandon", None))
         self._running, self.batch_size = False, None
 
@@ -221,7 +237,8 @@ class BatchSizeOptimizer:
         return self._on_rank_zero(lambda: self._send("job_state", "GET", self._job_path, None))
 
     def close(self) -> None:
-        """Close the HTTP connection pool (the trial is left as it is)."""
+        """Stop heartbeats and close the HTTP connection pool (the trial is left as it is)."""
+        self._stop_heartbeat()
         if self._http is not None:
             self._http.close()
             self._http = None
@@ -242,6 +259,23 @@ class BatchSizeOptimizer:
             self.close()
 
     # ----------------------------------------------------------- plumbing
+    def _start_heartbeat(self, timeout_s: Any) -> None:
+        self._stop_heartbeat()
+        if not self.heartbeat or not distributed.is_rank_zero() or not timeout_s:
+            return
+        path = f"{self._job_path}/trials/{self.trial_number}/heartbeat"
+        self._heartbeat = HeartbeatSender(
+            self.server_url, path, self._headers(), float(timeout_s) / 3, timeout_s=self.timeout_s
+        ).start()
+
+    def _stop_heartbeat(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+            self._heartbeat = None
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._token}"} if self._token else {}
+
     def _current(self, call: str) -> int:
         if self.trial_number is None or (not self._running and self.batch_size is None):
             raise ZeusConfigError(
@@ -271,8 +305,9 @@ class BatchSizeOptimizer:
                 raise ModuleNotFoundError(
                     f"BatchSizeOptimizer needs httpx ({err}); pip install 'zeus-suite[server]'"
                 ) from err
-            headers = {"Authorization": f"Bearer {self._token}"} if self._token else {}
-            self._http = httpx.Client(base_url=self.server_url, headers=headers, timeout=self.timeout_s)
+            self._http = httpx.Client(
+                base_url=self.server_url, headers=self._headers(), timeout=self.timeout_s
+            )
         return self._http
 
     def _post(self, call: str, path: str, body: Any) -> Any:

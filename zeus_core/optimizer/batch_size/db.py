@@ -42,8 +42,11 @@ try:
         Text,
         UniqueConstraint,
         event,
+        false,
+        insert,
         inspect,
         select,
+        update,
     )
     from sqlalchemy.engine import Connection, make_url
     from sqlalchemy.exc import ArgumentError
@@ -71,10 +74,16 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
-"""Version of the schema that this code writes."""
+SCHEMA_VERSION = 2
+"""Version of the schema that this code writes (2: ``bso_trials.heartbeat``)."""
 
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {}
+
+def _v1_to_v2(conn: Connection) -> None:
+    """Version 2 records whether a trial's client sends heartbeats (older trials: it does not)."""
+    conn.exec_driver_sql("ALTER TABLE bso_trials ADD COLUMN heartbeat BOOLEAN NOT NULL DEFAULT FALSE")
+
+
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}
 """``from_version -> function`` that upgrades a database from that version to the next one.
 
 Each function receives a synchronous SQLAlchemy ``Connection`` inside the migration
@@ -131,14 +140,17 @@ class TrialRow(Base):
 
     ``status`` is ``running``, ``converged``, ``failed`` (ended without reaching the target:
     reported so, stopped early, or out of epochs) or ``expired`` (no contact for the trial
-    timeout, or abandoned by its client). Only ``converged`` and ``failed`` trials feed the
-    bandit, in ``completion_order``.
+    timeout, no heartbeat for the heartbeat timeout, or abandoned by its client). Only
+    ``converged`` and ``failed`` trials feed the bandit, in ``completion_order``. An expired trial
+    keeps everything it reported (its epoch reports, time, energy and cost).
 
     Attributes:
         time_s: Time of the trial, s (cumulative at its last report).
         energy_j: Energy of the trial, J (cumulative at its last report).
         cost: Zeus cost of the trial, J.
-        created_at / last_seen_at / ended_at: s since the epoch.
+        created_at / last_seen_at / ended_at: s since the epoch (``last_seen_at``: last report
+            or heartbeat).
+        heartbeat: Whether the client said it sends heartbeats (the heartbeat timeout applies).
     """
 
     __tablename__ = "bso_trials"
@@ -167,6 +179,7 @@ class TrialRow(Base):
     metric: Mapped[float | None] = mapped_column(Double, nullable=True)
     cost: Mapped[float | None] = mapped_column(Double, nullable=True)
     converged: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    heartbeat: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     job: Mapped[JobRow] = relationship(back_populates="trials")
     epoch_reports: Mapped[list[EpochRow]] = relationship(
@@ -353,7 +366,7 @@ def init_schema(conn: Connection) -> None:
                 "this database was not created by zeus-suite bso-server. Use an empty database."
             )
         Base.metadata.create_all(conn)
-        conn.execute(SchemaVersionRow.__table__.insert().values(id=1, version=SCHEMA_VERSION))
+        conn.execute(insert(SchemaVersionRow).values(id=1, version=SCHEMA_VERSION))
         logger.info("Created the batch-size optimizer schema, version %d", SCHEMA_VERSION)
         return
     if version > SCHEMA_VERSION:
@@ -370,7 +383,5 @@ def init_schema(conn: Connection) -> None:
         logger.info("Migrating the batch-size optimizer schema from version %d to %d", version, version + 1)
         step(conn)
         version += 1
-        conn.execute(
-            SchemaVersionRow.__table__.update().where(SchemaVersionRow.id == 1).values(version=version)
-        )
+        conn.execute(update(SchemaVersionRow).where(SchemaVersionRow.id == 1).values(version=version))
     Base.metadata.create_all(conn)  # tables added by a later version that a migration did not create

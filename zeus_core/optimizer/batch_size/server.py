@@ -15,16 +15,24 @@ POST    ``/jobs/{job_id}/trials/{n}/epochs``        ``{epoch, time_s, energy_j, 
                                                     -> ``{stop, reason, cost, threshold}``
 POST    ``/jobs/{job_id}/trials/{n}/result``        ``{time_s, energy_j, metric, converged}`` -> the trial
 POST    ``/jobs/{job_id}/trials/{n}/abandon``       the client gives up; the trial expires now
+POST    ``/jobs/{job_id}/trials/{n}/heartbeat``     the client is alive (the heartbeat timeout restarts)
 GET     ``/health``                                 liveness and schema version (no token needed)
 ======  ==========================================  ==================================================
 
-Errors are ``{"message": ..., "errors": [{"field", "problem"}]}``: 401 without the token (when one
-is set), 404 unknown job or trial, 409 conflict with stored data, 422 invalid request (the
-message names each field and its problem). Nothing is written for any of them.
+Zeus 0.16's routes are served too (see :mod:`~zeus_core.optimizer.batch_size.zeus_compat`), so
+its published client works against this server.
+
+Errors are ``{"message": ..., "errors": [{"field", "problem"}]}``: 400 a body that cannot be
+decoded, 401 without the token (when one
+is set), 404 unknown job or trial (``errors`` names ``job_id`` or ``trial_number``), 409 conflict
+with stored data, 413 a body above the size limit (refused before it is parsed), 422 invalid
+request (the message names each field and its problem; JSON types are not coerced: ``true`` is
+not an integer, ``"yes"`` is not a boolean). Nothing is written for any of them. Replies never
+echo a large body: each problem is clipped and at most 20 are listed.
 
 Example:
     >>> import os, tempfile
-    >>> app = create_app(os.path.join(tempfile.mkdtemp(), "bso.sqlite3"), token="s3cret")
+    >>> app = create_app(os.path.join(tempfile.mkdtemp(), "bso.sqlite3"), token="0123456789abcdef")
     >>> app.title
     'Zeus Suite batch-size optimizer'
 
@@ -33,19 +41,20 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import re
-import secrets
 import time
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Annotated, Any, AsyncIterator, Callable
 
 try:
     from fastapi import APIRouter, Body, Depends, FastAPI, Header, Request, Response
     from fastapi import Path as PathParam
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
+    from fastapi.routing import APIRoute
     from starlette.exceptions import HTTPException
 except ModuleNotFoundError as _err:  # pragma: no cover - depends on the environment
     raise ModuleNotFoundError(
@@ -58,7 +67,6 @@ from zeus_core.optimizer.batch_size.api_models import (
     EpochReport,
     ErrorResponse,
     FieldProblem,
-    JobSpecModel,
     JobState,
     RegisterResponse,
     TrialAssignment,
@@ -67,8 +75,11 @@ from zeus_core.optimizer.batch_size.api_models import (
     TrialRequest,
     TrialResult,
 )
+from zeus_core.optimizer.batch_size.auth import authorized, normalize_token
+from zeus_core.optimizer.batch_size.body_limit import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
 from zeus_core.optimizer.batch_size.db import Database
 from zeus_core.optimizer.batch_size.service import (
+    DEFAULT_HEARTBEAT_TIMEOUT_S,
     DEFAULT_TRIAL_TIMEOUT_S,
     BatchSizeService,
     ConflictError,
@@ -76,20 +87,35 @@ from zeus_core.optimizer.batch_size.service import (
     JobNotFoundError,
     TrialNotFoundError,
 )
-from zeus_core.optimizer.batch_size.spec import JobSpec
+from zeus_core.optimizer.batch_size.spec import MAX_INT
+from zeus_core.optimizer.batch_size.zeus_compat import (
+    RegisterBody,
+    ZeusRegisteredJob,
+    add_zeus_routes,
+    register_any,
+)
 
 __all__ = ["create_app"]
 
 logger = logging.getLogger(__name__)
 
 _SPEC_FIELD = re.compile(r"^JobSpec: (\w+)=")
-_TRIAL = PathParam(ge=1, description="trial number (starts at 1)")
+_TRIAL = PathParam(ge=1, le=MAX_INT, description="trial number (starts at 1)")
+_MAX_PROBLEMS = 20  # problems listed in one error reply
+_MAX_TEXT = 300  # characters of one field name or problem in an error reply
+_BODY_TAGS = ("suite", "zeus")  # union tags of POST /jobs in validation locations
+
+
+def _clip(text: str, limit: int = _MAX_TEXT) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
 def _problem_from_validation(error: dict[str, Any]) -> FieldProblem:
     loc = list(error.get("loc", ()))
     where = loc[0] if loc and loc[0] in ("body", "path", "query", "header") else "body"
     rest = loc[1:] if loc and loc[0] == where else loc
+    if where == "body" and rest and rest[0] in _BODY_TAGS:
+        rest = rest[1:]
     if error.get("type") == "json_invalid":
         detail = (error.get("ctx") or {}).get("error", "")
         return FieldProblem(
@@ -107,13 +133,19 @@ def _problem_from_validation(error: dict[str, Any]) -> FieldProblem:
         problem = "unknown field (not part of this request's schema)"
     elif error.get("type") == "missing":
         problem = "required but missing"
-    return FieldProblem(field=field, problem=problem)
+    return FieldProblem(field=_clip(field), problem=_clip(problem))
 
 
 def _error(
     status: int, message: str, errors: list[FieldProblem] | None = None, **kwargs: Any
 ) -> JSONResponse:
-    body = ErrorResponse(message=message, errors=errors or [])
+    problems = list(errors or [])
+    if len(problems) > _MAX_PROBLEMS:
+        more = len(problems) - _MAX_PROBLEMS
+        problems = problems[:_MAX_PROBLEMS] + [
+            FieldProblem(field="body", problem=f"... and {more} more problems (fix the ones above first)")
+        ]
+    body = ErrorResponse(message=_clip(message, 4 * _MAX_TEXT), errors=problems)
     return JSONResponse(status_code=status, content=body.model_dump(), **kwargs)
 
 
@@ -121,7 +153,9 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = [_problem_from_validation(e) for e in exc.errors()]
-        listing = "; ".join(f"{p.field}: {p.problem}" for p in problems)
+        listing = "; ".join(f"{p.field}: {p.problem}" for p in problems[:3])
+        if len(problems) > 3:
+            listing += f"; and {len(problems) - 3} more"
         return _error(422, f"{request.method} {request.url.path}: invalid request: {listing}", problems)
 
     @app.exception_handler(ZeusConfigError)
@@ -130,20 +164,26 @@ def _install_error_handlers(app: FastAPI) -> None:
         problems: list[FieldProblem] = []
         if isinstance(exc, (JobNotFoundError, TrialNotFoundError)):
             status = 404
+            problems = [FieldProblem(field=exc.field, problem=_clip(str(exc)))]
         elif isinstance(exc, ConflictError):
             status = 409
         elif isinstance(exc, InvalidReportError):
-            problems = [FieldProblem(field=exc.field, problem=str(exc))]
+            problems = [FieldProblem(field=exc.field, problem=_clip(str(exc)))]
         else:
             match = _SPEC_FIELD.match(str(exc))
             if match:
-                problems = [FieldProblem(field=match.group(1), problem=str(exc))]
+                problems = [FieldProblem(field=match.group(1), problem=_clip(str(exc)))]
         return _error(status, f"{request.method} {request.url.path}: {exc}", problems)
 
     @app.exception_handler(HTTPException)
     async def _on_http(request: Request, exc: HTTPException) -> JSONResponse:
+        where = {400: "body", 404: "path", 405: "method"}.get(exc.status_code)
+        problems = [FieldProblem(field=where, problem=str(exc.detail))] if where else []
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:  # Starlette names only the first matching route's methods
+            headers["Allow"] = ", ".join(_allowed_methods(request))
         return _error(
-            exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", headers=exc.headers
+            exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", problems, headers=headers
         )
 
     @app.exception_handler(Exception)
@@ -156,25 +196,46 @@ def _install_error_handlers(app: FastAPI) -> None:
         )
 
 
-def _token_dependency(token: str) -> Callable[..., Any]:
-    expected = f"Bearer {token}".encode()
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method that some route serves at the request's path."""
+    methods: set[str] = set()
+    for route in request.app.routes:
+        if isinstance(route, APIRoute) and route.path_regex.match(request.url.path):
+            methods |= route.methods or set()
+    return sorted(methods)
 
+
+def _token_dependency(token: str) -> Callable[..., Any]:
     async def _check(authorization: str | None = Header(default=None)) -> None:
         if authorization is None:
             raise HTTPException(
                 401,
                 "missing 'Authorization: Bearer <token>' header; this server requires "
-                "its token (--token / ZEUS_BSO_TOKEN).",
+                "its token (--token / ZEUS_BSO_TOKEN; Zeus 0.16's client: http://zeus:<token>@host:port).",
                 headers={"WWW-Authenticate": "Bearer"},
             )
-        if not secrets.compare_digest(authorization.encode(), expected):
+        if not authorized(authorization, token):
             raise HTTPException(
                 401,
-                "the bearer token does not match this server's token.",
+                "the token does not match this server's token.",
                 headers={"WWW-Authenticate": "Bearer"},
             )
 
     return _check
+
+
+def _sweep_interval_s(service: BatchSizeService) -> float:
+    """How often stale trials of every job are expired, s: often enough to honour the timeouts."""
+    return min(60.0, max(1.0, min(service.heartbeat_timeout_s, service.trial_timeout_s) / 4))
+
+
+async def _sweep(service: BatchSizeService, interval_s: float) -> None:
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            await service.expire_stale_trials()
+        except Exception:  # noqa: BLE001 - a failed sweep (database down) must not stop the next ones
+            logger.exception("Expiring stale trials failed; trying again in %.0f s", interval_s)
 
 
 def create_app(
@@ -182,46 +243,71 @@ def create_app(
     *,
     token: str | None = None,
     trial_timeout_s: float = DEFAULT_TRIAL_TIMEOUT_S,
+    heartbeat_timeout_s: float = DEFAULT_HEARTBEAT_TIMEOUT_S,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     echo_sql: bool = False,
     clock: Callable[[], float] = time.time,
+    sweep_interval_s: float | None = None,
 ) -> FastAPI:
     """Build the service's FastAPI app; the schema is created or migrated when it starts.
 
     Args:
         database: A SQLite file path, a database URL (``sqlite:///...``, ``postgresql://...``) or
             a :class:`Database`.
-        token: Shared secret; when set, every ``/jobs`` route needs ``Authorization: Bearer <token>``.
-        trial_timeout_s: A running trial without contact for this long expires, s.
+        token: Shared secret of at least 16 characters; when set, every ``/jobs`` route needs
+            ``Authorization: Bearer <token>`` (or basic auth with the token as password). ``None``,
+            empty or whitespace-only: no token.
+        trial_timeout_s: A running trial without any contact for this long expires, s.
+        heartbeat_timeout_s: A running trial whose client sends heartbeats expires after this
+            long without a report or heartbeat, s.
+        max_body_bytes: Larger request bodies are answered 413 before they are parsed, bytes.
         echo_sql: Log every SQL statement.
         clock: Current time in s since the epoch (for tests).
+        sweep_interval_s: How often stale trials of every job are expired, s; default a quarter
+            of the shorter timeout, within [1, 60] s.
 
     Returns:
         The app; serve it with uvicorn (``zeus-suite bso-server`` does).
 
     Raises:
-        ZeusConfigError: An unsupported database URL, or ``trial_timeout_s <= 0``.
+        ZeusConfigError: An unsupported database URL, a non-positive timeout or body limit, or a
+            token shorter than 16 characters.
     """
+    token = normalize_token(token, where="create_app")
+    if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
+        raise ZeusConfigError(f"create_app: max_body_bytes={max_body_bytes!r} must be an integer >= 1 byte.")
     db = database if isinstance(database, Database) else Database(database, echo_sql=echo_sql)
-    service = BatchSizeService(db, trial_timeout_s=trial_timeout_s, clock=clock)
+    service = BatchSizeService(
+        db, trial_timeout_s=trial_timeout_s, heartbeat_timeout_s=heartbeat_timeout_s, clock=clock
+    )
+    interval_s = _sweep_interval_s(service) if sweep_interval_s is None else float(sweep_interval_s)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         await db.init_schema()
         logger.info(
-            "Batch-size optimizer on %s (trial timeout %.0f s, token %s)",
+            "Batch-size optimizer on %s (trial timeout %.0f s, heartbeat timeout %.0f s, "
+            "body limit %d bytes, token %s)",
             db.display_url,
             trial_timeout_s,
+            heartbeat_timeout_s,
+            max_body_bytes,
             "required" if token else "off",
         )
+        sweeper = asyncio.create_task(_sweep(service, interval_s))
         try:
             yield
         finally:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
             await db.dispose()
 
     from zeus_core import __version__
 
     app = FastAPI(title="Zeus Suite batch-size optimizer", version=__version__, lifespan=lifespan)
     app.state.service = service
+    app.add_middleware(BodySizeLimit, max_body_bytes=max_body_bytes)
     _install_error_handlers(app)
 
     @app.get("/health")
@@ -234,15 +320,21 @@ def create_app(
 
     router = APIRouter(
         dependencies=[Depends(_token_dependency(token))] if token else [],
-        responses={c: {"model": ErrorResponse} for c in (401, 404, 409, 422)},
+        strict_content_type=False,  # Zeus 0.16's client posts JSON without a Content-Type header
+        responses={c: {"model": ErrorResponse} for c in (400, 401, 404, 409, 413, 422)},
     )
+    add_zeus_routes(router, service)  # first: GET /jobs/batch_size before GET /jobs/{job_id}
+    _add_routes(router, service)
+    app.include_router(router)
+    return app
 
-    @router.post("/jobs", status_code=201, response_model=RegisterResponse)
-    async def register_job(response: Response, body: JobSpecModel = Body()) -> RegisterResponse:  # type: ignore[valid-type]
-        spec = JobSpec.from_dict(body.model_dump())
-        created = await service.register(spec)
-        response.status_code = 201 if created else 200
-        return RegisterResponse(job_id=spec.job_id, created=created, spec=spec.to_dict())
+
+def _add_routes(router: APIRouter, service: BatchSizeService) -> None:
+    @router.post("/jobs", status_code=201, response_model=RegisterResponse | ZeusRegisteredJob)
+    async def register_job(
+        response: Response, body: Annotated[RegisterBody, Body()]
+    ) -> RegisterResponse | ZeusRegisteredJob:
+        return await register_any(service, body, response)
 
     @router.get("/jobs/{job_id}", response_model=JobState)
     async def read_job(job_id: str) -> JobState:
@@ -257,7 +349,8 @@ def create_app(
     async def start_trial(
         job_id: str, response: Response, body: TrialRequest | None = None
     ) -> TrialAssignment:
-        trial, started = await service.new_trial(job_id, body.request_id if body is not None else None)
+        request = body if body is not None else TrialRequest()
+        trial, started = await service.new_trial(job_id, request.request_id, heartbeat=request.heartbeat)
         if not started:
             response.status_code = 200  # a repeated request id: the trial it started earlier
         return trial
@@ -278,5 +371,6 @@ def create_app(
     async def abandon_trial(job_id: str, trial_number: int = _TRIAL) -> TrialOut:
         return await service.abandon(job_id, trial_number)
 
-    app.include_router(router)
-    return app
+    @router.post("/jobs/{job_id}/trials/{trial_number}/heartbeat", response_model=TrialOut)
+    async def heartbeat(job_id: str, trial_number: int = _TRIAL) -> TrialOut:
+        return await service.heartbeat(job_id, trial_number)

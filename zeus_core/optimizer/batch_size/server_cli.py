@@ -3,10 +3,13 @@
 Examples::
 
     zeus-suite bso-server                                   # SQLite file ./zeus_bso.sqlite3, 127.0.0.1:8000
-    zeus-suite bso-server --database postgresql://bso:pw@db/bso --host 0.0.0.0 --token "$ZEUS_BSO_TOKEN"
+    export ZEUS_BSO_TOKEN=$(openssl rand -hex 16)
+    zeus-suite bso-server --database postgresql://bso:pw@db/bso --host 0.0.0.0
 
 Without a token the service binds to loopback only: a non-loopback ``--host`` is refused unless
-``--token`` (or env ``ZEUS_BSO_TOKEN``) is given, or ``--allow-insecure`` says you mean it.
+``--token`` (or env ``ZEUS_BSO_TOKEN``) is given, or ``--allow-insecure`` says you mean it. An
+empty or whitespace-only token counts as none (``--token "$UNSET"`` is refused off loopback), and
+a token needs at least 16 characters.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import ipaddress
 import logging
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from zeus_core.exceptions import ZeusConfigError
 
@@ -73,18 +76,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         metavar="SECONDS",
-        help="a running trial with no report for this long expires (default 21600 = 6 h)",
+        help="a running trial with no contact at all for this long expires (default 21600 = 6 h)",
+    )
+    parser.add_argument(
+        "--heartbeat-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="a running trial whose client sends heartbeats (the suite's client does) expires after "
+        "this long without a report or heartbeat; what it reported is kept (default 180)",
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=None,
+        metavar="BYTES",
+        help="larger request bodies are refused with 413 before they are read (default 1048576 = 1 MiB)",
     )
     parser.add_argument("--echo-sql", action="store_true", help="log every SQL statement")
 
 
 def run(args: argparse.Namespace) -> int:
     """Check the options and the database, then serve until interrupted; returns the exit code."""
-    token = args.token if args.token is not None else os.environ.get("ZEUS_BSO_TOKEN") or None
+    from zeus_core.optimizer.batch_size.auth import TOKEN_HINT, normalize_token
+
+    given = args.token if args.token is not None else os.environ.get("ZEUS_BSO_TOKEN")
+    try:
+        token = normalize_token(given, where="zeus-suite bso-server")
+    except ZeusConfigError as err:
+        print(err, file=sys.stderr)
+        return 2
     if not is_loopback(args.host) and token is None and not args.allow_insecure:
+        empty = " (the token given is empty)" if given is not None else ""
         print(
-            f"zeus-suite bso-server: refusing to listen on {args.host!r} without a token: anyone who can "
-            "reach the port could read and change every job. Pass --token (or set ZEUS_BSO_TOKEN), "
+            f"zeus-suite bso-server: refusing to listen on {args.host!r} without a token{empty}: anyone who "
+            f"can reach the port could read and change every job. Set a token ({TOKEN_HINT}), "
             "bind --host 127.0.0.1, or add --allow-insecure if the network is trusted.",
             file=sys.stderr,
         )
@@ -96,19 +122,29 @@ def run(args: argparse.Namespace) -> int:
         import uvicorn
         from sqlalchemy.exc import SQLAlchemyError
 
+        from zeus_core.optimizer.batch_size.body_limit import DEFAULT_MAX_BODY_BYTES
         from zeus_core.optimizer.batch_size.db import Database
         from zeus_core.optimizer.batch_size.server import create_app
-        from zeus_core.optimizer.batch_size.service import DEFAULT_TRIAL_TIMEOUT_S
+        from zeus_core.optimizer.batch_size.service import (
+            DEFAULT_HEARTBEAT_TIMEOUT_S,
+            DEFAULT_TRIAL_TIMEOUT_S,
+        )
     except ModuleNotFoundError as err:
         print(f"zeus-suite bso-server: {err}; pip install 'zeus-suite[server]'", file=sys.stderr)
         return 2
     database = args.database or os.environ.get("ZEUS_BSO_DATABASE_URL") or _DEFAULT_DATABASE
-    timeout = DEFAULT_TRIAL_TIMEOUT_S if args.trial_timeout is None else args.trial_timeout
+    options = {
+        "trial_timeout_s": _or_default(args.trial_timeout, DEFAULT_TRIAL_TIMEOUT_S),
+        "heartbeat_timeout_s": _or_default(
+            getattr(args, "heartbeat_timeout", None), DEFAULT_HEARTBEAT_TIMEOUT_S
+        ),
+        "max_body_bytes": _or_default(getattr(args, "max_body_bytes", None), DEFAULT_MAX_BODY_BYTES),
+    }
     try:
         checker = Database(database)
         asyncio.run(_check_database(checker))
         db = Database(database, echo_sql=args.echo_sql)  # a fresh engine for uvicorn's event loop
-        app = create_app(db, token=token, trial_timeout_s=timeout)
+        app = create_app(db, token=token, **options)
     except ZeusConfigError as err:
         print(f"zeus-suite bso-server: {err}", file=sys.stderr)
         return 2
@@ -129,6 +165,10 @@ def run(args: argparse.Namespace) -> int:
         app, host=args.host, port=args.port, log_level="debug" if getattr(args, "verbose", False) else "info"
     )
     return 0
+
+
+def _or_default(value: Any, default: Any) -> Any:
+    return default if value is None else value
 
 
 async def _check_database(db: Database) -> None:

@@ -22,15 +22,21 @@ Rules:
   ``recorded = False``: the bandit already used it.
 * **Epochs** of a finished trial, for the bandit's epochs-to-target model, are the last epoch
   reported; a trial reported without epoch reports counts its epochs as not known.
-* **Expiry**: a running trial with no contact for ``trial_timeout_s`` becomes ``expired``: it
-  leaves the pending set and does not feed the bandit (a crashed client says nothing about its
-  batch size). If its client reports later, the trial is revived and the report counts.
+* **Expiry**: a running trial with no contact for ``trial_timeout_s`` becomes ``expired``
+  (reason ``timeout``); one whose client sends heartbeats (it asked for the trial with
+  ``heartbeat``, or sent one) expires sooner, after ``heartbeat_timeout_s`` without a report or
+  heartbeat (reason ``heartbeat_timeout``). An expired trial leaves the pending set and does not
+  feed the bandit (a crashed client says nothing about its batch size), but keeps everything it
+  reported. If its client reports (or sends a heartbeat) later, the trial is revived and the
+  report counts. Expiry runs at the start of every call on the job, and over all jobs in
+  :meth:`BatchSizeService.expire_stale_trials` (the server calls it periodically).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from typing import Any, Callable, Sequence
 
@@ -57,6 +63,7 @@ from zeus_core.optimizer.batch_size.spec import JobSpec
 
 __all__ = [
     "DEFAULT_TRIAL_TIMEOUT_S",
+    "DEFAULT_HEARTBEAT_TIMEOUT_S",
     "JobNotFoundError",
     "TrialNotFoundError",
     "ConflictError",
@@ -69,16 +76,34 @@ logger = logging.getLogger(__name__)
 DEFAULT_TRIAL_TIMEOUT_S = 6 * 3600.0
 """Default time without contact after which a running trial expires, s."""
 
+DEFAULT_HEARTBEAT_TIMEOUT_S = 180.0
+"""Default time without a report or heartbeat after which a running trial whose client sends
+heartbeats expires, s. The suite's client sends one every third of it."""
+
 _ENDED = (TrialStatus.CONVERGED.value, TrialStatus.FAILED.value)
 _FORBIDDEN_JOB_ID_CHARS = "/\\?#"
+RESERVED_JOB_IDS = frozenset({"batch_size"})
+"""Job ids that a route would shadow (``GET /jobs/batch_size`` is Zeus 0.16's "next batch size")."""
 
 
 class JobNotFoundError(ZeusConfigError):
-    """The job id is not registered (HTTP 404)."""
+    """The job id is not registered (HTTP 404).
+
+    Attributes:
+        field: The request field that holds the missing id (``job_id``).
+    """
+
+    field = "job_id"
 
 
 class TrialNotFoundError(ZeusConfigError):
-    """The job has no trial with that number (HTTP 404)."""
+    """The job has no trial with that number (HTTP 404).
+
+    Attributes:
+        field: The request field that holds the missing id (``trial_number``).
+    """
+
+    field = "trial_number"
 
 
 class ConflictError(ZeusConfigError):
@@ -118,6 +143,8 @@ class BatchSizeService:
     Args:
         db: The database (schema already initialised).
         trial_timeout_s: Time without contact after which a running trial expires, s (> 0).
+        heartbeat_timeout_s: Time without a report or heartbeat after which a running trial
+            whose client sends heartbeats expires, s (> 0).
         clock: Returns the current time in s since the epoch (tests inject a fake one).
 
     Example:
@@ -139,12 +166,18 @@ class BatchSizeService:
         db: Database,
         *,
         trial_timeout_s: float = DEFAULT_TRIAL_TIMEOUT_S,
+        heartbeat_timeout_s: float = DEFAULT_HEARTBEAT_TIMEOUT_S,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if not trial_timeout_s > 0:
-            raise ZeusConfigError(f"BatchSizeService: trial_timeout_s={trial_timeout_s!r} must be > 0 s.")
+        for name, value in (
+            ("trial_timeout_s", trial_timeout_s),
+            ("heartbeat_timeout_s", heartbeat_timeout_s),
+        ):
+            if not isinstance(value, (int, float)) or not value > 0 or value == float("inf"):
+                raise ZeusConfigError(f"BatchSizeService: {name}={value!r} must be a finite number > 0 s.")
         self.db = db
         self.trial_timeout_s = float(trial_timeout_s)
+        self.heartbeat_timeout_s = float(heartbeat_timeout_s)
         self._clock = clock
 
     # ----------------------------------------------------------------- jobs
@@ -162,8 +195,13 @@ class BatchSizeService:
         if bad or len(spec.job_id) > 255:
             raise InvalidReportError(
                 "job_id",
-                f"job_id={spec.job_id!r} must be at most 255 printable characters without "
+                f"job_id={spec.job_id[:300]!r} must be at most 255 printable characters without "
                 f"{list(_FORBIDDEN_JOB_ID_CHARS)} (found {bad or 'too many characters'}).",
+            )
+        if spec.job_id in RESERVED_JOB_IDS:
+            raise InvalidReportError(
+                "job_id",
+                f"job_id={spec.job_id!r} is reserved (a route of the Zeus 0.16 API); choose another.",
             )
         try:
             return await self._register_once(spec)
@@ -233,12 +271,15 @@ class BatchSizeService:
             )
 
     # --------------------------------------------------------------- trials
-    async def new_trial(self, job_id: str, request_id: str | None = None) -> tuple[TrialAssignment, bool]:
+    async def new_trial(
+        self, job_id: str, request_id: str | None = None, *, heartbeat: bool = False
+    ) -> tuple[TrialAssignment, bool]:
         """Start a trial: assign the next trial number and the bandit's batch size, atomically.
 
         Args:
             job_id: A registered job.
             request_id: Client-chosen id; a repeated id returns the trial it started.
+            heartbeat: The client will send heartbeats (the heartbeat timeout applies).
 
         Returns:
             The trial, and whether it was started by this call (``False`` for a repeated request id).
@@ -252,9 +293,7 @@ class BatchSizeService:
                 for t in trials:
                     if t.request_id == request_id:
                         phase = BatchSizeBandit(spec, _observations(trials)).phase.value
-                        return TrialAssignment(
-                            job_id=job_id, trial_number=t.trial_number, batch_size=t.batch_size, phase=phase
-                        ), False
+                        return self._assignment(job_id, t.trial_number, t.batch_size, phase), False
             bandit = BatchSizeBandit(spec, _observations(trials))
             pending = [t.batch_size for t in trials if t.status == TrialStatus.RUNNING.value]
             number = job.next_trial_number
@@ -271,6 +310,7 @@ class BatchSizeService:
                     created_at=now,
                     last_seen_at=now,
                     epochs=0,
+                    heartbeat=heartbeat,
                 )
             )
             logger.info(
@@ -281,10 +321,37 @@ class BatchSizeService:
                 bandit.phase.value,
                 len(pending),
             )
-            assignment = TrialAssignment(
-                job_id=job_id, trial_number=number, batch_size=batch_size, phase=bandit.phase.value
-            )
-            return assignment, True
+            return self._assignment(job_id, number, batch_size, bandit.phase.value), True
+
+    def _assignment(self, job_id: str, number: int, batch_size: int, phase: str) -> TrialAssignment:
+        return TrialAssignment(
+            job_id=job_id,
+            trial_number=number,
+            batch_size=batch_size,
+            phase=phase,
+            heartbeat_timeout_s=self.heartbeat_timeout_s,
+        )
+
+    async def heartbeat(self, job_id: str, trial_number: int) -> TrialOut:
+        """The trial's client is alive: refresh its contact time (reviving it if it had expired).
+
+        From now on the heartbeat timeout applies to the trial. An ended trial is left as is; its
+        status tells the client to stop sending heartbeats.
+        """
+        async with self.db.transaction() as session:
+            await self._lock_job(session, job_id)
+            await self._expire_stale(session, job_id)
+            trial = await self._trial(session, job_id, trial_number)
+            if trial.status not in _ENDED:
+                self._revive(trial)
+                trial.last_seen_at = self._clock()
+                trial.heartbeat = True
+            return _trial_out(trial)
+
+    async def expire_stale_trials(self) -> int:
+        """Expire the stale running trials of every job (see the module rules); returns how many."""
+        async with self.db.transaction() as session:
+            return await self._expire_stale(session, None)
 
     async def get_trial(self, job_id: str, trial_number: int) -> TrialDetail:
         """One trial as stored, with its epoch reports."""
@@ -302,7 +369,7 @@ class BatchSizeService:
             await self._expire_stale(session, job_id)
             spec = _spec_of(job)
             trial = await self._trial(session, job_id, trial_number)
-            cost = zeus_cost(report.energy_j, report.time_s, spec.eta_knob, spec.max_power_w)
+            cost = _finite_cost(spec, report.time_s, report.energy_j)
             previous = list(
                 await session.scalars(
                     select(EpochRow).where(EpochRow.trial_id == trial.id).order_by(EpochRow.epoch)
@@ -408,7 +475,7 @@ class BatchSizeService:
             self._revive(trial)
             now = self._clock()
             trial.time_s, trial.energy_j, trial.metric = result.time_s, result.energy_j, result.metric
-            trial.cost = zeus_cost(result.energy_j, result.time_s, spec.eta_knob, spec.max_power_w)
+            trial.cost = _finite_cost(spec, result.time_s, result.energy_j)
             trial.last_seen_at = now
             self._finish(job, trial, converged=result.converged, reason=StopReason.REPORTED, now=now)
             logger.info(
@@ -456,25 +523,38 @@ class BatchSizeService:
             )
         return trial
 
-    async def _expire_stale(self, session: AsyncSession, job_id: str) -> None:
-        cutoff = self._clock() - self.trial_timeout_s
-        result = await session.execute(
-            update(TrialRow)
-            .where(
-                TrialRow.job_id == job_id,
-                TrialRow.status == TrialStatus.RUNNING.value,
-                TrialRow.last_seen_at < cutoff,
+    async def _expire_stale(self, session: AsyncSession, job_id: str | None) -> int:
+        """Expire stale running trials of ``job_id`` (``None``: of every job); returns how many."""
+        now = self._clock()
+        expired = 0
+        # Heartbeat trials first, so that they get the more precise reason.
+        for reason, timeout_s, only_heartbeat in (
+            (StopReason.HEARTBEAT_TIMEOUT, self.heartbeat_timeout_s, True),
+            (StopReason.TIMEOUT, self.trial_timeout_s, False),
+        ):
+            query = update(TrialRow).where(
+                TrialRow.status == TrialStatus.RUNNING.value, TrialRow.last_seen_at < now - timeout_s
             )
-            .values(status=TrialStatus.EXPIRED.value, end_reason=StopReason.TIMEOUT.value)
-            .execution_options(synchronize_session="fetch")
-        )
-        if result.rowcount:
-            logger.warning(
-                "%s: %d trial(s) expired after %.0f s without contact",
-                job_id,
-                result.rowcount,
-                self.trial_timeout_s,
+            if job_id is not None:
+                query = query.where(TrialRow.job_id == job_id)
+            if only_heartbeat:
+                query = query.where(TrialRow.heartbeat.is_(True))
+            result = await session.execute(
+                query.values(status=TrialStatus.EXPIRED.value, end_reason=reason.value).execution_options(
+                    synchronize_session="fetch"
+                )
             )
+            count = int(getattr(result, "rowcount", 0) or 0)
+            if count:
+                logger.warning(
+                    "%s: %d trial(s) expired after %.0f s without %s (what they reported is kept)",
+                    job_id if job_id is not None else "all jobs",
+                    count,
+                    timeout_s,
+                    "a report or heartbeat" if only_heartbeat else "contact",
+                )
+            expired += count
+        return expired
 
     @staticmethod
     def _revive(trial: TrialRow) -> None:
@@ -495,6 +575,18 @@ class BatchSizeService:
         trial.ended_at = now
         trial.completion_order = job.next_completion
         job.next_completion += 1
+
+
+def _finite_cost(spec: JobSpec, time_s: float, energy_j: float) -> float:
+    """The Zeus cost of a report, J; refuses figures so large that the cost overflows."""
+    cost = zeus_cost(energy_j, time_s, spec.eta_knob, spec.max_power_w)
+    if not math.isfinite(cost):
+        raise InvalidReportError(
+            "energy_j",
+            f"time_s={time_s!r} s and energy_j={energy_j!r} J give an infinite cost; "
+            "report the trial's real cumulative time (s) and energy (J).",
+        )
+    return cost
 
 
 def _observations(trials: Sequence[TrialRow]) -> list[Observation]:

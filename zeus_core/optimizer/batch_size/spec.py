@@ -43,15 +43,47 @@ from typing import Any, Mapping
 
 from zeus_core.exceptions import ZeusConfigError
 
-__all__ = ["JobSpec"]
+__all__ = ["JobSpec", "MAX_INT"]
+
+MAX_INT = 2**31 - 1
+"""Largest batch size, epoch count or trial number (a 32-bit database integer)."""
 
 
 def _bad(field_name: str, value: Any, problem: str) -> ZeusConfigError:
-    return ZeusConfigError(f"JobSpec: {field_name}={value!r} {problem}")
+    shown = repr(value)
+    if len(shown) > 200:  # a huge value is not echoed back in full (server replies, logs)
+        shown = f"{shown[:200]}... ({len(shown)} characters)"
+    return ZeusConfigError(f"JobSpec: {field_name}={shown} {problem}")
 
 
 def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _checked_batch_sizes(sizes: Any) -> tuple[int, ...]:
+    """``sizes`` as a tuple, or a ZeusConfigError naming what is wrong with it."""
+    if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__iter__"):
+        raise _bad("batch_sizes", sizes, "must be a sequence of positive integers.")
+    sizes = tuple(sizes)
+    if not sizes:
+        raise _bad("batch_sizes", sizes, "must not be empty; list the batch sizes the job may use.")
+    for b in sizes:
+        if not _integer(b) or not 0 < b <= MAX_INT:
+            raise _bad(
+                "batch_sizes", sizes, f"must hold positive integers up to {MAX_INT}; {b!r} is not one."
+            )
+    if list(sizes) != sorted(set(sizes)):
+        raise _bad("batch_sizes", sizes, f"must be sorted and unique, e.g. {tuple(sorted(set(sizes)))}.")
+    return sizes
 
 
 @dataclass(frozen=True)
@@ -99,34 +131,42 @@ class JobSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.job_id, str) or not self.job_id.strip():
             raise _bad("job_id", self.job_id, "must be a non-empty string.")
-        sizes = self.batch_sizes
-        if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__iter__"):
-            raise _bad("batch_sizes", sizes, "must be a sequence of positive integers.")
-        sizes = tuple(sizes)
-        if not sizes:
-            raise _bad("batch_sizes", sizes, "must not be empty; list the batch sizes the job may use.")
-        for b in sizes:
-            if not isinstance(b, int) or isinstance(b, bool) or b <= 0:
-                raise _bad("batch_sizes", sizes, f"must hold positive integers; {b!r} is not one.")
-        if list(sizes) != sorted(set(sizes)):
-            raise _bad("batch_sizes", sizes, f"must be sorted and unique, e.g. {tuple(sorted(set(sizes)))}.")
-        object.__setattr__(self, "batch_sizes", sizes)
-        if self.default_batch_size not in sizes or isinstance(self.default_batch_size, bool):
-            raise _bad("default_batch_size", self.default_batch_size, f"must be one of batch_sizes {sizes}.")
+        object.__setattr__(self, "batch_sizes", _checked_batch_sizes(self.batch_sizes))
+        if not _integer(self.default_batch_size) or self.default_batch_size not in self.batch_sizes:
+            raise _bad(
+                "default_batch_size",
+                self.default_batch_size,
+                f"must be one of batch_sizes {self.batch_sizes}.",
+            )
         if not _finite(self.target_metric):
             raise _bad("target_metric", self.target_metric, "must be a finite number.")
         if not isinstance(self.higher_is_better, bool):
             raise _bad("higher_is_better", self.higher_is_better, "must be True or False.")
-        if not isinstance(self.max_epochs, int) or isinstance(self.max_epochs, bool) or self.max_epochs < 1:
-            raise _bad("max_epochs", self.max_epochs, "must be an integer >= 1.")
+        self._check_integers()
+        self._check_knobs()
+        self._check_prior()
+        if not _finite(self.max_power_w) or self.max_power_w <= 0:
+            raise _bad(
+                "max_power_w",
+                self.max_power_w,
+                "must be > 0: pass the maximum power limit × number of GPUs, W (e.g. 300.0 for one A40).",
+            )
+
+    def _check_integers(self) -> None:
+        if not _integer(self.max_epochs) or not 1 <= self.max_epochs <= MAX_INT:
+            raise _bad("max_epochs", self.max_epochs, f"must be an integer within [1, {MAX_INT}].")
+        for name in ("window_size", "num_pruning_rounds", "seed"):
+            value = getattr(self, name)
+            if not _integer(value) or value < 0:
+                raise _bad(name, value, "must be an integer >= 0.")
+
+    def _check_knobs(self) -> None:
         if not _finite(self.eta_knob) or not 0.0 <= self.eta_knob <= 1.0:
             raise _bad("eta_knob", self.eta_knob, "must be within [0, 1].")
         if self.beta_knob is not None and (not _finite(self.beta_knob) or self.beta_knob <= 1.0):
             raise _bad("beta_knob", self.beta_knob, "must be > 1, or None to disable early stopping.")
-        for name in ("window_size", "num_pruning_rounds", "seed"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise _bad(name, value, "must be an integer >= 0.")
+
+    def _check_prior(self) -> None:
         if (self.prior_mean is None) != (self.prior_std is None):
             raise _bad(
                 "prior_std" if self.prior_std is None else "prior_mean",
@@ -137,12 +177,6 @@ class JobSpec:
             raise _bad("prior_mean", self.prior_mean, "must be a positive cost in J.")
         if self.prior_std is not None and (not _finite(self.prior_std) or self.prior_std <= 0):
             raise _bad("prior_std", self.prior_std, "must be a positive standard deviation in J.")
-        if not _finite(self.max_power_w) or self.max_power_w <= 0:
-            raise _bad(
-                "max_power_w",
-                self.max_power_w,
-                "must be > 0: pass the maximum power limit × number of GPUs, W (e.g. 300.0 for one A40).",
-            )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe dict of every field (``batch_sizes`` as a list)."""
@@ -163,7 +197,7 @@ class JobSpec:
         if not isinstance(data, Mapping):
             raise ZeusConfigError(f"JobSpec.from_dict: expected a mapping, got {type(data).__name__}.")
         known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
+        unknown = sorted(set(data) - known, key=repr)
         if unknown:
             raise ZeusConfigError(f"JobSpec.from_dict: unknown field(s) {unknown}; known: {sorted(known)}.")
         missing = [

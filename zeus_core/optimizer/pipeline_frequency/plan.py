@@ -231,6 +231,8 @@ class FrequencyPlan:
             ZeusProfileError: A key is missing, the version is newer than this library, or a list
                 has the wrong length.
         """
+        if not isinstance(data, Mapping):
+            raise ZeusProfileError(f"{source}: a plan is a JSON object, not {type(data).__name__}.")
         try:
             version = int(data.get("version", 1))
             if version > PLAN_FORMAT_VERSION:
@@ -268,7 +270,7 @@ class FrequencyPlan:
             raise ZeusProfileError(
                 f"{source}: plan lacks the key {exc}; was it written by FrequencyPlan.save?"
             ) from exc
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, AttributeError, OverflowError) as exc:
             if isinstance(exc, ZeusProfileError):
                 raise
             raise ZeusProfileError(f"{source}: malformed plan: {exc}") from exc
@@ -306,7 +308,7 @@ class FrequencyPlan:
         path = Path(path)
         try:
             text = path.read_text()
-        except OSError as exc:
+        except (OSError, UnicodeDecodeError) as exc:
             raise ZeusProfileError(f"Cannot read plan {path}: {exc}.") from exc
         return cls.from_json(text, source=str(path))
 

@@ -133,7 +133,7 @@ class InstructionProfile:
         path = Path(path)
         try:
             text = path.read_text()
-        except OSError as exc:
+        except (OSError, UnicodeDecodeError) as exc:
             raise ZeusProfileError(f"Cannot read profile {path}: {exc}. Pass an existing CSV file.") from exc
         return cls.from_csv_text(text, source=str(path), gpu_name=gpu_name, simulated=simulated)
 
@@ -142,7 +142,11 @@ class InstructionProfile:
         cls, text: str, source: str = "<text>", gpu_name: str = "", simulated: bool = False
     ) -> "InstructionProfile":
         """Parse profile CSV text; see :meth:`from_csv`."""
-        reader = csv.DictReader(io.StringIO(text))
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        try:
+            records = list(reader)
+        except csv.Error as exc:
+            raise ZeusProfileError(f"{source}: not a readable CSV file ({exc}).") from exc
         columns = [c.strip() for c in (reader.fieldnames or [])]
         missing = [c for c in PROFILE_CSV_HEADER if c not in columns]
         if missing:
@@ -151,7 +155,7 @@ class InstructionProfile:
                 f"{','.join(PROFILE_CSV_HEADER)}."
             )
         rows = []
-        for line, raw in enumerate(reader, start=2):
+        for line, raw in enumerate(records, start=2):
             row = {k.strip(): (v or "").strip() for k, v in raw.items() if k is not None}
             try:
                 rows.append(
@@ -163,6 +167,8 @@ class InstructionProfile:
                         float(row["energy"]),
                     )
                 )
+                if not math.isfinite(rows[-1][2]):
+                    raise ValueError(f"frequency {row['frequency']!r} is not a finite number of MHz")
             except (ValueError, TypeError) as exc:
                 raise ZeusProfileError(f"{source}:{line}: cannot parse row {row}: {exc}.") from exc
         if not rows:

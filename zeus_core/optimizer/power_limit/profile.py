@@ -90,8 +90,8 @@ class JobGPUs:
                 max_w=float(data.get("max_w", 0.0)),
                 simulated=bool(data.get("simulated", False)),
             )
-        except (KeyError, TypeError, ValueError) as e:
-            raise ZeusProfileError(f"Profile hardware {dict(data)!r} is malformed: {e!r}.") from e
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
+            raise ZeusProfileError(f"Profile hardware {data!r} is malformed: {e!r}.") from e
 
 
 @dataclass(frozen=True)
@@ -148,14 +148,21 @@ class PowerLimitProfile:
             raise ZeusProfileError(f'{source} has no "hardware" section; re-profile with a new profile_path.')
         optimal = data.get("optimal_power_limit_w")
         known = {"version", "kind", "hardware", "selector", "measurements", "optimal_power_limit_w", "reason"}
-        return cls(
-            hardware=JobGPUs.from_dict(data["hardware"]),
-            measurements=tuple(PowerLimitMeasurement.from_dict(m) for m in data.get("measurements", [])),
-            optimal_power_limit_w=None if optimal is None else float(optimal),
-            selector=str(data.get("selector", "")),
-            reason=str(data.get("reason", "")),
-            extra={k: v for k, v in data.items() if k not in known},
-        )
+        try:
+            return cls(
+                hardware=JobGPUs.from_dict(data["hardware"]),
+                measurements=tuple(PowerLimitMeasurement.from_dict(m) for m in data.get("measurements", [])),
+                optimal_power_limit_w=None if optimal is None else float(optimal),
+                selector=str(data.get("selector", "")),
+                reason=str(data.get("reason", "")),
+                extra={k: v for k, v in data.items() if k not in known},
+            )
+        except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as e:
+            if isinstance(e, ZeusProfileError):
+                raise
+            raise ZeusProfileError(
+                f"{source} is malformed ({e!r}); re-profile with a new profile_path."
+            ) from e
 
     def save(self, path: str | Path) -> None:
         """Write the profile as JSON (atomically: a reader never sees half a file)."""
@@ -175,7 +182,7 @@ class PowerLimitProfile:
         path = Path(path)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ZeusProfileError(
                 f"Power-limit profile {str(path)!r} is not valid JSON ({e}). Delete it to re-profile, "
                 "or pass another profile_path."
