@@ -5,10 +5,10 @@ from __future__ import annotations
 import fnmatch
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from tests.conftest import REPO_ROOT
 from zeus_core import data

@@ -33,7 +33,9 @@ __all__ = ["DATASETS", "path"]
 DATASETS: dict[str, str] = {
     "zeus_nsdi23": "Zeus NSDI'23 traces (summary_train.csv, summary_power_{a40,v100}.csv), measured",
     "power_limit_profiles": "GlobalPowerLimitOptimizer profiles measured on NVIDIA A40 GPUs (6 CSV files)",
-    "perseus/a100_4stage_profile.csv": "a simulated A100-like 4-stage instruction profile for `zeus-suite plan`",
+    "perseus/a100_4stage_profile.csv": (
+        "a simulated A100-like 4-stage instruction profile for `zeus-suite plan`"
+    ),
 }
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Sequence
 
 from zeus_core.device.base import CPU, GPU
+from zeus_core.device.simulated import follow_process, following_note
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceError, ZeusError, ZeusPermissionError
 from zeus_core.monitor.measurement import Measurement
 
@@ -49,8 +50,9 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--simulate",
         action="store_true",
-        help="measure simulated NVIDIA A40 GPUs (busy throughout) instead of real ones; "
-        "for machines without a GPU. Every output line then says 'simulated'.",
+        help="measure simulated NVIDIA A40 GPUs instead of real ones, for machines without a GPU "
+        "(measure: busy while the command uses the CPU; power, metrics: busy throughout). "
+        "Every output line then says 'simulated'.",
     )
     parser.add_argument(
         "--gpu-indices",
@@ -242,6 +244,9 @@ def run(args: argparse.Namespace) -> int:
         title += " after " + ", ".join(signal.Signals(s).name for s in dict.fromkeys(signals))
     console = make_console(stderr=True)
     console.print(render_report(title, m, gpus, cpus), soft_wrap=True)
+    note = following_note(gpus, m.time)
+    if note is not None:
+        console.print(note, soft_wrap=True)
     if args.csv is not None:
         try:
             _append_csv(args.csv, header, _csv_row(start_time, command, exit_code, m, gpus, cpus))
@@ -280,6 +285,7 @@ def _measure(command: list[str], monitor) -> tuple[int, list[int], float, Measur
         except OSError:
             monitor.end_window("command", sync_execution=False, cancel=True)
             raise
+        follow_process(monitor.gpus, proc.pid)  # simulated GPUs: busy while the command computes
         for s in pending:  # arrived before the child existed: it cannot have seen them
             send(proc, s, always=True)
         returncode = proc.wait()
@@ -287,9 +293,6 @@ def _measure(command: list[str], monitor) -> tuple[int, list[int], float, Measur
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-    for g in monitor.gpus:  # the simulated GPUs were busy for the command
-        if g.simulated and hasattr(g, "set_busy"):
-            g.set_busy(False)
     return returncode, received, start_time, m
 
 
