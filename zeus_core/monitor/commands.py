@@ -244,9 +244,9 @@ def run(args: argparse.Namespace) -> int:
         title += " after " + ", ".join(signal.Signals(s).name for s in dict.fromkeys(signals))
     console = make_console(stderr=True)
     console.print(render_report(title, m, gpus, cpus), soft_wrap=True)
-    note = following_note(gpus, m.time)
-    if note is not None:
-        console.print(note, soft_wrap=True)
+    followed = following_note(gpus, m.time)
+    if followed is not None:
+        console.print(followed, soft_wrap=True)
     if args.csv is not None:
         try:
             _append_csv(args.csv, header, _csv_row(start_time, command, exit_code, m, gpus, cpus))
