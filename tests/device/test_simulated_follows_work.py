@@ -16,7 +16,12 @@ from tests.fakes.fake_pynvml import FakeNVML
 from zeus_core import PhysicalModel, SimulatedGPU, VirtualClock, ZeusMonitor
 from zeus_core.device.activity import Activity, ChildProcessActivity, ProcessActivity
 from zeus_core.device.discovery import discover, get_gpus
-from zeus_core.device.simulated import SIMULATE_ENV, following_note, simulated_gpus_from_env
+from zeus_core.device.simulated import (
+    SIMULATE_ENV,
+    following_note,
+    simulated_gpus_from_env,
+    simulated_stand_in,
+)
 from zeus_core.exceptions import ZeusConfigError
 
 
@@ -196,3 +201,17 @@ def test_variable_gives_a_simulated_gpu_and_says_so() -> None:
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "gpus: ['NVIDIA H100 80GB HBM3 (simulated)']"
     assert r.stderr.count("simulated NVIDIA H100") == 1
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, []),
+        ({SIMULATE_ENV: "0"}, []),
+        ({SIMULATE_ENV: "1"}, [0]),
+        ({SIMULATE_ENV: "a40:2", "LOCAL_RANK": "1"}, [1]),
+        ({SIMULATE_ENV: "a40:2", "LOCAL_RANK": "3"}, [1]),
+    ],
+)
+def test_off_gpu_adapters_stand_in_the_simulated_gpu(env: dict[str, str], expected: list[int]) -> None:
+    assert simulated_stand_in(env) == expected

@@ -710,3 +710,27 @@ def following_note(gpus: Sequence[GPU], elapsed_s: float) -> str | None:
         f"Simulated GPU(s) were busy while {activity.description}: {used:.2f} CPU-s in "
         f"{elapsed_s:.2f} s, busy {share:.0%} of the time, idle power otherwise (simulated)."
     )
+
+
+def simulated_stand_in(environ: Mapping[str, str] | None = None) -> list[int]:
+    """GPU indices an adapter measures for a process that trains off-GPU (on the CPU).
+
+    None, unless ``ZEUS_SUITE_SIMULATE`` asks for simulated GPUs: then the one this process stands
+    in for, ``LOCAL_RANK`` modulo their number (so each local rank of a CPU run gets its own).
+    ``ZEUS_SUITE_SIMULATE`` is meant for machines without a GPU, where discovery returns these.
+
+    Args:
+        environ: Environment to read (default: ``os.environ``).
+
+    Raises:
+        ZeusConfigError: ``ZEUS_SUITE_SIMULATE`` is not understood.
+    """
+    import os
+
+    env = os.environ if environ is None else environ
+    raw = env.get(SIMULATE_ENV, "")
+    if raw.strip().lower() in _OFF:
+        return []
+    _, count = _parse_simulate_env(raw)
+    local_rank = env.get("LOCAL_RANK", "0").strip()
+    return [int(local_rank) % count if local_rank.isdigit() else 0]
