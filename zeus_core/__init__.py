@@ -22,6 +22,9 @@ _EXPORTS: dict[str, str] = {
     "PhysicalModel": "zeus_core.device.simulated",
     "MeasuredProfile": "zeus_core.device.simulated",
     "simulate_steps": "zeus_core.device.simulated",
+    "Activity": "zeus_core.device.activity",
+    "ProcessActivity": "zeus_core.device.activity",
+    "ChildProcessActivity": "zeus_core.device.activity",
     "get_gpus": "zeus_core.device.discovery",
     "get_cpus": "zeus_core.device.discovery",
     "discover": "zeus_core.device.discovery",
@@ -72,6 +75,7 @@ _EXPORTS: dict[str, str] = {
 
 if TYPE_CHECKING:  # real types for editors and type checkers; run time stays lazy
     from zeus_core.callback import CallbackList, TrainingCallback, TrainingProtocol
+    from zeus_core.device.activity import Activity, ChildProcessActivity, ProcessActivity
     from zeus_core.device.amd import AMDGPU
     from zeus_core.device.base import CPU, GPU, CpuEnergy, PowerLimitConstraints
     from zeus_core.device.discovery import discover, get_cpus, get_gpus
