@@ -143,23 +143,28 @@ def test_block_parser_reads_markers_and_languages() -> None:
     assert blocks[0].code == "print(1)\n"
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("block", PYTHON_BLOCKS, ids=[f"python-L{b.line}" for b in PYTHON_BLOCKS])
-def test_python_block_runs_as_pasted(block: Block, workdir: tuple[Path, dict[str, str]]) -> None:
-    if block.skip_reason:
-        pytest.skip(f"README.md:{block.line}: {block.skip_reason}")
-    cwd, env = workdir
-    script = cwd / f"readme_block_L{block.line}.py"
-    script.write_text(block.code)
-    _run([sys.executable, str(script)], cwd, env, f"README.md:{block.line} (python block)")
+def _commands(block: Block, cwd: Path) -> list[tuple[list[str], str]]:
+    """What running ``block`` means: its script (python), or its ``zeus-suite`` lines in order (shell)."""
+    if block.language == "python":
+        script = cwd / f"readme_block_L{block.line}.py"
+        script.write_text(block.code)
+        return [([sys.executable, str(script)], f"README.md:{block.line} (python block)")]
+    return [
+        (["bash", "-c", line], f"README.md:{block.line} `{line}`")
+        for line in block.code.splitlines()
+        if line.startswith("zeus-suite")
+    ]
+
+
+RUNNABLE = PYTHON_BLOCKS + COMMAND_BLOCKS
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("block", COMMAND_BLOCKS, ids=[f"bash-L{b.line}" for b in COMMAND_BLOCKS])
-def test_zeus_suite_commands_run_as_pasted(block: Block, workdir: tuple[Path, dict[str, str]]) -> None:
-    """The block's ``zeus-suite`` lines, in order, in one folder (a later one may read an earlier file)."""
+@pytest.mark.parametrize("block", RUNNABLE, ids=[f"{b.language}-L{b.line}" for b in RUNNABLE])
+def test_block_runs_as_pasted(block: Block, workdir: tuple[Path, dict[str, str]]) -> None:
+    """A python block as its own script; a shell block's lines in one folder (in order)."""
     if block.skip_reason:
         pytest.skip(f"README.md:{block.line}: {block.skip_reason}")
     cwd, env = workdir
-    for command in (line for line in block.code.splitlines() if line.startswith("zeus-suite")):
-        _run(["bash", "-c", command], cwd, env, f"README.md:{block.line} `{command}`")
+    for command, what in _commands(block, cwd):
+        _run(command, cwd, env, what)
