@@ -215,3 +215,14 @@ def test_variable_gives_a_simulated_gpu_and_says_so() -> None:
 )
 def test_off_gpu_adapters_stand_in_the_simulated_gpu(env: dict[str, str], expected: list[int]) -> None:
     assert simulated_stand_in(env) == expected
+
+
+def test_cpu_time_spent_while_explicitly_busy_is_not_counted_again() -> None:
+    clock, work = VirtualClock(), CountedActivity()
+    gpu = SimulatedGPU(PhysicalModel.a40(), clock=clock, activity=work)
+    gpu.set_busy(True)
+    clock.advance(1.0)
+    work.cpu = 1.0  # the CPU worked during the busy second
+    gpu.set_busy(False)
+    clock.advance(1.0)  # then an idle second with no CPU time
+    assert gpu.get_total_energy() == pytest.approx(300.0 + 30.0)

@@ -543,14 +543,15 @@ class SimulatedGPU(GPU):
     def _accumulate_locked(self) -> None:
         now = self._clock()
         dt = now - self._last_t
+        if self._activity is not None:
+            cpu = self._activity.cpu_seconds()
+            used = min(max(cpu - self._last_cpu, 0.0), max(dt, 0.0))
+            self._last_cpu = cpu  # also while explicitly busy, so that CPU time is not counted later
         if self._busy:
             self._energy_j += self._busy_power() * dt
         elif self._activity is None:
             self._energy_j += self.behavior.idle_power_w * dt
         else:
-            cpu = self._activity.cpu_seconds()
-            used = min(max(cpu - self._last_cpu, 0.0), max(dt, 0.0))
-            self._last_cpu = cpu
             idle = self.behavior.idle_power_w
             self._energy_j += idle * dt + (self._busy_power() - idle) * used
             if dt > 0:
