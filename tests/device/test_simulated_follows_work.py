@@ -226,3 +226,42 @@ def test_cpu_time_spent_while_explicitly_busy_is_not_counted_again() -> None:
     gpu.set_busy(False)
     clock.advance(1.0)  # then an idle second with no CPU time
     assert gpu.get_total_energy() == pytest.approx(300.0 + 30.0)
+
+
+ACCELERATE_SCRIPT = """
+import torch
+from accelerate import Accelerator
+from zeus_integrations.accelerate import attach
+
+accelerator = Accelerator(cpu=True)
+model = torch.nn.Linear(64, 64)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(256, 64)), batch_size=32)
+model, optimizer, data = accelerator.prepare(model, optimizer, data)
+with attach(accelerator, model, optimizer) as zeus:
+    for (x,) in data:
+        for _ in range(200):  # a little CPU work per step
+            y = model(x)
+        accelerator.backward(y.pow(2).mean()); optimizer.step(); optimizer.zero_grad()
+print("energy", zeus.train_metrics["energy/train_j"], "simulated", zeus.train_metrics.get("simulated"))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("no_real_gpu")
+def test_accelerate_attach_off_gpu_says_so_or_measures_the_simulated_gpu() -> None:
+    pytest.importorskip("accelerate")
+
+    def run(**env: str) -> subprocess.CompletedProcess[str]:
+        full = {k: v for k, v in os.environ.items() if k not in {SIMULATE_ENV, "ZEUS_SUITE_QUIET", "RANK"}}
+        full.update(env)
+        cmd = [sys.executable, "-c", ACCELERATE_SCRIPT]
+        return subprocess.run(cmd, env=full, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+
+    plain = run()
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    assert plain.stderr.count("No GPU found") == 1 and f"{SIMULATE_ENV}=1" in plain.stderr
+    simulated = run(**{SIMULATE_ENV: "1"})
+    assert simulated.returncode == 0, simulated.stderr[-3000:]
+    energy = float(simulated.stdout.split("energy ")[1].split()[0])
+    assert energy > 0 and "simulated 1.0" in simulated.stdout
