@@ -129,6 +129,15 @@ def test_every_skip_marker_sits_directly_above_a_fence() -> None:
             )
 
 
+def test_every_skipped_block_says_what_it_needs_in_a_visible_first_line() -> None:
+    for block in BLOCKS:
+        if block.skip_reason and block.language:
+            assert block.code.startswith("#"), (
+                f"README.md:{block.line}: a skipped block starts with a comment saying what it needs "
+                f"(the marker {block.skip_reason!r} is invisible on the rendered page)"
+            )
+
+
 def test_block_parser_reads_markers_and_languages() -> None:
     text = (
         "intro\n```python\nprint(1)\n```\n<!-- readme-test: skip (needs a real GPU (H100)) -->\n"
