@@ -265,3 +265,10 @@ def test_accelerate_attach_off_gpu_says_so_or_measures_the_simulated_gpu() -> No
     assert simulated.returncode == 0, simulated.stderr[-3000:]
     energy = float(simulated.stdout.split("energy ")[1].split()[0])
     assert energy > 0 and "simulated 1.0" in simulated.stdout
+
+
+def test_child_activity_reads_zero_until_attached() -> None:
+    activity = ChildProcessActivity()
+    assert activity.cpu_seconds() == 0.0 and "not started" in activity.description
+    activity.attach(os.getpid())  # any live process will do for the reading
+    assert activity.cpu_seconds() > 0.0 and str(os.getpid()) in activity.description

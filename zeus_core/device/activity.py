@@ -53,22 +53,31 @@ def _rusage_children_s() -> float:
 
 
 class ChildProcessActivity(Activity):
-    """The CPU time of child process ``pid`` (and the children it waited for).
+    """The CPU time of a child process (and the children it waited for).
 
-    Create it right after starting the child, before it is reaped: the CPU time of children
-    this process reaps in the meantime (other than ``pid``) would be counted too.
+    Create it before starting the child (it reads 0 s until :meth:`attach` names the child) or
+    right after, and before the child is reaped: the CPU time of other children this process
+    reaps in the meantime would be counted too.
 
     Args:
-        pid: The child's process id.
+        pid: The child's process id, or ``None`` to :meth:`attach` it once started.
     """
 
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.description = f"process {pid} (and its children) used the CPU"
-        self._stat = f"/proc/{pid}/stat"
+    def __init__(self, pid: int | None = None) -> None:
+        self.pid: int | None = None
+        self.description = "the command (not started yet) used the CPU"
+        self._stat = ""
         self._ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         self._reaped_base = _rusage_children_s()
         self._last = 0.0
+        if pid is not None:
+            self.attach(pid)
+
+    def attach(self, pid: int) -> None:
+        """Follow child process ``pid`` from now on."""
+        self.pid = pid
+        self.description = f"process {pid} (and its children) used the CPU"
+        self._stat = f"/proc/{pid}/stat"
 
     def _from_proc(self) -> float | None:
         try:
@@ -84,7 +93,9 @@ class ChildProcessActivity(Activity):
         return sum(int(v) for v in fields[11:15]) / self._ticks
 
     def cpu_seconds(self) -> float:
-        """CPU time the child (and its waited-for children) used so far, s."""
+        """CPU time the child (and its waited-for children) used so far, s (0 before it is attached)."""
+        if self.pid is None:
+            return 0.0
         now = self._from_proc()
         if now is None:  # exited: once reaped, its total is in RUSAGE_CHILDREN
             now = _rusage_children_s() - self._reaped_base

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Mapping, Sequence
 
-from zeus_core.device.activity import Activity, ProcessActivity
+from zeus_core.device.activity import Activity, ChildProcessActivity, ProcessActivity
 from zeus_core.device.base import GPU, Clock, PowerLimitConstraints, wall_clock
 from zeus_core.exceptions import (
     ZeusConfigError,
@@ -678,18 +678,18 @@ def simulated_gpus_from_env(environ: Mapping[str, str]) -> list[GPU]:
     return gpus
 
 
-def follow_process(gpus: Sequence[GPU], pid: int) -> None:
-    """Make the simulated GPUs among ``gpus`` follow child process ``pid``'s CPU time from now on.
+def follow_child(gpus: Sequence[GPU]) -> ChildProcessActivity:
+    """Make the simulated GPUs among ``gpus`` follow a child process that is about to start.
 
-    Used by ``zeus-suite measure --simulate -- CMD`` right after starting the command; real GPUs
-    are left alone.
+    Used by ``zeus-suite measure --simulate -- CMD``: call it before the measurement begins (the
+    GPUs idle until the command runs), then ``attach(pid)`` the returned activity once the command
+    has started. Real GPUs are left alone.
     """
-    from zeus_core.device.activity import ChildProcessActivity
-
-    activity = ChildProcessActivity(pid)
+    activity = ChildProcessActivity()
     for g in gpus:
         if isinstance(g, SimulatedGPU):
             g.follow(activity)
+    return activity
 
 
 def following_note(gpus: Sequence[GPU], elapsed_s: float) -> str | None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Sequence
 
 from zeus_core.device.base import CPU, GPU
-from zeus_core.device.simulated import follow_process, following_note
+from zeus_core.device.simulated import follow_child, following_note
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceError, ZeusError, ZeusPermissionError
 from zeus_core.monitor.measurement import Measurement
 
@@ -279,13 +279,14 @@ def _measure(command: list[str], monitor) -> tuple[int, list[int], float, Measur
     previous = {s: signal.signal(s, forward) for s in _FORWARDED}
     try:
         start_time = time.time()
+        command_activity = follow_child(monitor.gpus)  # simulated GPUs: busy while the command computes
         monitor.begin_window("command", sync_execution=False)
         try:
             proc = subprocess.Popen(command)
         except OSError:
             monitor.end_window("command", sync_execution=False, cancel=True)
             raise
-        follow_process(monitor.gpus, proc.pid)  # simulated GPUs: busy while the command computes
+        command_activity.attach(proc.pid)
         for s in pending:  # arrived before the child existed: it cannot have seen them
             send(proc, s, always=True)
         returncode = proc.wait()
