@@ -151,9 +151,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"needs the published simulator: pip install zeus==0.16.0 pandas ({e})", file=sys.stderr)
         return 2
     trace_dir = args.trace_dir or default_trace_dir()
-    if trace_dir is None:
-        print("trace folder not found; pass --trace-dir", file=sys.stderr)
-        return 2
     seeds = args.seeds or ([1, 2] if args.quick else list(range(1, 11)))
     eta, beta = 0.5, 2.0
     console = Console(width=max(Console().width, 200))

@@ -1,6 +1,6 @@
 """Replay measured power-limit profiles: early-stopping GlobalPowerLimitOptimizer vs Zeus's sweep.
 
-For every profile in ``../shared/data/power_limit_profiles`` (A40 GPUs; one simulated GPU per
+For every profile bundled in ``zeus_core/data/power_limit_profiles`` (A40 GPUs; one simulated GPU per
 ``gpu<i>_energy`` column, all on one virtual clock) and every selector, the optimizer is driven
 through the training protocol on simulated GPUs whose step time and power follow the profile
 with seeded Gaussian noise (``--noise``, relative, per step and per GPU). Two sweeps are compared:
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from zeus_core.data import path as data_path
 from zeus_core.device.simulated import MeasuredProfile, SimulatedGPU, VirtualClock, simulate_steps
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.optimizer.power_limit import (
@@ -49,7 +50,7 @@ from zeus_core.optimizer.power_limit import (
 
 __all__ = ["Case", "Run", "SELECTORS", "profile_files", "run_case", "run_all", "summarize", "main"]
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "power_limit_profiles"
+DATA = data_path("power_limit_profiles")
 TOLERANCE = 0.01
 SELECTORS: dict[str, Callable[[], OptimumSelector]] = {
     "Time": Time,

@@ -9,15 +9,18 @@ the fastest).
 
 Where is the GPU? With an NVIDIA GPU the model trains on it and its real energy counter is read.
 Without one, the model trains on the CPU and a **simulated** NVIDIA A40 (the documented
-``PhysicalModel``) stands in for the GPU: every forward pass of the model runs one unit of simulated
-GPU work on the wall clock (``SimulatedGPU.run_steps(1)`` sleeps for the modelled step time, 0.1 s
-at the default 300 W limit and longer under lower limits, drawing the modelled power; between
-units it idles at 30 W). Power limits therefore change step time and energy just as the model
-says, and every line this script prints about energy says "simulated".
+``PhysicalModel``) stands in for the GPU, on a *virtual clock*: every forward pass of the model is
+one unit of simulated GPU work (``SimulatedGPU.run_steps(1)`` advances the clock by the modelled
+time, 0.1 s at the default 300 W limit and longer under lower limits, drawing the modelled power),
+and each training step adds 10 ms of host-side work during which the GPU idles at 30 W. Times and
+energies are therefore the model's, not this machine's: the output is the same on a fast laptop
+and on a loaded CI box, run after run, and the ``--optimize`` decision with it. Power limits
+change step time and energy just as the model says, and every line this script prints about
+energy says "simulated".
 
 Run::
 
-    python examples/lightning_quickstart.py               # about 30 s on a laptop CPU
+    python examples/lightning_quickstart.py               # ~10 s of CPU; 3 simulated epochs
     python examples/lightning_quickstart.py --optimize    # with the power-limit optimizer
     python examples/lightning_quickstart.py --tiny        # a few seconds (CI)
 
@@ -74,11 +77,15 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+#: Host-side time of one training step on the simulated path (data loading, optimizer), s.
+HOST_STEP_S = 0.01
+
+
 def _devices(args: argparse.Namespace) -> tuple[Any, Any, str]:
     """(monitor, simulated GPU or None, device label) for this machine."""
     import torch
 
-    from zeus_core.device.simulated import PhysicalModel, SimulatedGPU
+    from zeus_core.device.simulated import PhysicalModel, SimulatedGPU, VirtualClock
     from zeus_core.monitor.energy import ZeusMonitor
 
     if not args.simulate and torch.cuda.is_available():
@@ -88,9 +95,8 @@ def _devices(args: argparse.Namespace) -> tuple[Any, Any, str]:
         if real:
             # GPU energy only, as on the simulated path.
             return ZeusMonitor(gpus=real, cpu_indices=[]), None, real[0].name
-    # One unit of simulated work: 0.1 s at 300 W on the A40 model (10 ms with --tiny).
-    scale = 0.1 if args.tiny else 1.0
-    gpu = SimulatedGPU(PhysicalModel.a40(compute_time_s=0.08 * scale, memory_time_s=0.02 * scale))
+    # One unit of simulated work: 0.1 s at 300 W on the A40 model, on a virtual clock.
+    gpu = SimulatedGPU(PhysicalModel.a40(), clock=VirtualClock())
     return ZeusMonitor(gpus=[gpu], cpu_indices=[]), gpu, gpu.behavior.gpu_name
 
 
@@ -151,7 +157,6 @@ def _epoch_marks(gpu_of_record: Any, clock: Any) -> Any:
         def __init__(self) -> None:
             self.starts: list[float] = []
             self.ends: list[float] = []
-            self.limits_w: list[float | None] = []
             self.limit_timeline: list[tuple[float, float]] = []  # (t s, W) at each step start
 
         def _limit(self) -> float | None:
@@ -172,9 +177,21 @@ def _epoch_marks(gpu_of_record: Any, clock: Any) -> Any:
 
         def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
             self.ends.append(clock())
-            self.limits_w.append(self._limit())
 
     return EpochMarks()
+
+
+def _limit_in_force(marks: Any, epoch: int) -> str:
+    """The power limit(s) in force during an epoch's steps: ``"275"``, or ``"300–200"`` while profiling."""
+    if epoch >= len(marks.starts):
+        return "—"
+    end = marks.ends[epoch] if epoch < len(marks.ends) else float("inf")
+    limits = [w for t, w in marks.limit_timeline if marks.starts[epoch] <= t <= end]
+    if not limits:
+        return "—"
+    if min(limits) == max(limits):
+        return f"{limits[0]:g}"
+    return f"{max(limits):g}–{min(limits):g}"
 
 
 def _print_report(console: Any, zeus: Any, marks: Any, label: str, simulated: bool, plo: Any) -> None:
@@ -187,13 +204,12 @@ def _print_report(console: Any, zeus: Any, marks: Any, label: str, simulated: bo
         table.add_column(column, justify="left" if column == source_header else "right")
     source = "simulated" if simulated else "GPU counter"
     for i, m in enumerate(zeus.epoch_history):
-        limit = marks.limits_w[i] if i < len(marks.limits_w) else None
         table.add_row(
             str(i + 1),
             f"{m['time/epoch_s']:.2f}",
             f"{m['energy/epoch_j']:.1f}",
             f"{m['power/avg_w']:.1f}",
-            "—" if limit is None else f"{limit:g}",
+            _limit_in_force(marks, i),
             source,
         )
     t = zeus.train_metrics
@@ -251,6 +267,22 @@ def _plot(pm: Any, marks: Any, path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def _simulated_gpu_work(gpu: Any, pm: Any) -> Any:
+    """A forward hook: host-side work at idle power, then one unit of simulated GPU work (virtual time)."""
+
+    def simulated_gpu_work(*_: Any) -> None:
+        gpu.clock.advance(HOST_STEP_S)
+        pm.sample_now()  # idle until now
+        gpu.set_busy(True)
+        pm.sample_now()
+        gpu.run_steps(1)
+        pm.sample_now()  # busy until now
+        gpu.set_busy(False)
+        pm.sample_now()
+
+    return simulated_gpu_work
+
+
 def _tag_simulated(record: logging.LogRecord) -> bool:
     """Logging filter: make sure a log line about a simulated run says so."""
     message = record.getMessage()
@@ -302,12 +334,9 @@ def main(argv: list[str] | None = None) -> int:
     zeus = ZeusCallback(plo, monitor=monitor)
     marks = _epoch_marks(monitor.gpus[0] if monitor.gpus else None, monitor.gpus[0].clock)
     model = _model(args)
+    pm = PowerMonitor(gpus=monitor.gpus, interval_s=0.1)
     if sim_gpu is not None:  # every forward pass (training and validation) is one unit of simulated GPU work
-
-        def simulated_gpu_work(*_: Any) -> None:
-            sim_gpu.run_steps(1)
-
-        model.register_forward_hook(simulated_gpu_work)
+        model.register_forward_hook(_simulated_gpu_work(sim_gpu, pm))
     out = args.out
     trainer = pl.Trainer(
         max_epochs=args.epochs,
@@ -325,13 +354,18 @@ def main(argv: list[str] | None = None) -> int:
     console.print(
         f"Training a {args.hidden}-wide MLP for {args.epochs} epoch(s) of {args.batches} steps; "
         f"energy measured on {label}{tag}"
-        + (" — each forward pass runs one unit of simulated GPU work" if simulated else "")
+        + (
+            " — virtual time: each forward pass is one unit of simulated GPU work (0.1 s at 300 W), "
+            f"each step adds {HOST_STEP_S * 1000:g} ms at idle power"
+            if sim_gpu is not None
+            else ""
+        )
         + (f"; power-limit optimizer on (≤ {args.max_slowdown:g}× slowdown)" if plo else "")
         + ".",
         soft_wrap=True,
     )
-    pm = PowerMonitor(gpus=monitor.gpus, interval_s=0.02 if simulated else 0.1)
-    pm.start()
+    if sim_gpu is None:  # on the virtual clock, the hook samples power at every change instead
+        pm.start()
     try:
         train = _data(args, args.batch_size * args.batches, seed=0)
         trainer.fit(model, train, _data(args, 4 * args.batch_size, seed=1))

@@ -1,4 +1,4 @@
-"""Shared fixtures. No test needs a GPU; data-driven tests skip where ../shared/data is absent."""
+"""Shared fixtures. No test needs a GPU; the measured data is bundled with the package."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 
 
 @pytest.fixture(autouse=True)
@@ -21,10 +20,10 @@ def _admin_rights_follow_the_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def shared_data() -> Path:
-    """The measured traces and profiles in ../shared/data (skips the test if absent)."""
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"measured data not found at {SHARED_DATA} (the shared/ folder beside the repo)")
-    return SHARED_DATA
+    """The folder of the bundled measured data (``zeus_nsdi23/``, ``power_limit_profiles/``, ``perseus/``)."""
+    from zeus_core import data
+
+    return data.path("zeus_nsdi23").parent
 
 
 def free_port() -> int:

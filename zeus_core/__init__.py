@@ -23,6 +23,9 @@ _EXPORTS: dict[str, str] = {
     "PhysicalModel": "zeus_core.device.simulated",
     "MeasuredProfile": "zeus_core.device.simulated",
     "simulate_steps": "zeus_core.device.simulated",
+    "Activity": "zeus_core.device.activity",
+    "ProcessActivity": "zeus_core.device.activity",
+    "ChildProcessActivity": "zeus_core.device.activity",
     "get_gpus": "zeus_core.device.discovery",
     "get_cpus": "zeus_core.device.discovery",
     "discover": "zeus_core.device.discovery",
@@ -76,6 +79,7 @@ _EXPORTS: dict[str, str] = {
 
 if TYPE_CHECKING:  # real types for editors and type checkers; run time stays lazy
     from zeus_core.callback import CallbackList, TrainingCallback, TrainingProtocol
+    from zeus_core.device.activity import Activity, ChildProcessActivity, ProcessActivity
     from zeus_core.device.amd import AMDGPU
     from zeus_core.device.base import CPU, GPU, CpuEnergy, Device, PowerLimitConstraints
     from zeus_core.device.discovery import discover, get_cpus, get_gpus
@@ -128,10 +132,12 @@ if TYPE_CHECKING:  # real types for editors and type checkers; run time stays la
 # __all__ is re-exported for them. tests/core/test_typed_api.py keeps it equal to _EXPORTS.
 __all__ = [
     "AMDGPU",
+    "Activity",
     "BatchSizeBandit",
     "BatchSizeOptimizer",
     "CPU",
     "CallbackList",
+    "ChildProcessActivity",
     "CpuEnergy",
     "Device",
     "EarlyStopping",
@@ -152,6 +158,7 @@ __all__ = [
     "PhysicalModel",
     "PowerLimitConstraints",
     "PowerMonitor",
+    "ProcessActivity",
     "PrometheusExporter",
     "RaplCPU",
     "Setting",

@@ -330,7 +330,10 @@ def _step_skipped(optimizer: Any) -> bool:
 def _gpus_of(device: Any) -> list[int] | None:
     """GPU indices this process trains on: ``[]`` off-GPU, ``None`` (all visible) when unknown."""
     if getattr(device, "type", None) != "cuda":
-        return [] if getattr(device, "type", None) is not None else None
+        from zeus_core.device.simulated import simulated_stand_in
+
+        # Off-GPU: none, unless ZEUS_SUITE_SIMULATE asks for a simulated GPU.
+        return simulated_stand_in() if getattr(device, "type", None) is not None else None
     if device.index is not None:
         return [device.index]
     import torch

@@ -428,7 +428,9 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState):
 
     # -- helpers -------------------------------------------------------------------------------------
     def _build_monitor(self, args: TrainingArguments, model: Any) -> ZeusMonitor:
-        indices = _training_gpus(args, model)
+        from zeus_core.device.simulated import simulated_stand_in
+
+        indices = _training_gpus(args, model) or simulated_stand_in()  # ZEUS_SUITE_SIMULATE off-GPU
         monitor = ZeusMonitor(gpu_indices=indices) if indices else ZeusMonitor(gpus=[])
         if not monitor.gpus and not monitor.cpus:
             logger.warning(

@@ -332,7 +332,9 @@ def _trained_gpus(trainer: pl.Trainer) -> list[int] | None:
     except Exception:  # strategies without a single root device (e.g. some model-parallel ones)
         return None
     if device.type != "cuda":
-        return []
+        from zeus_core.device.simulated import simulated_stand_in
+
+        return simulated_stand_in()  # [] unless ZEUS_SUITE_SIMULATE asks for a simulated GPU
     if device.index is not None:
         return [device.index]
     import torch

@@ -48,3 +48,35 @@ def test_tiny_run_reports_simulated_energy_table_plot_and_optimizer(tmp_path: Pa
     logged_epochs = [float(r["energy/epoch_j"]) for r in logged if r.get("energy/epoch_j")]
     assert logged_epochs == pytest.approx(epoch_j[:2], abs=0.06)  # the table shows what Lightning logged
     assert [float(r["simulated"]) for r in logged if r.get("simulated")] == [1.0, 1.0, 1.0]
+
+
+def _table_and_decision(output: str) -> tuple[list[str], list[str]]:
+    lines = output.splitlines()
+    rows = [line for line in lines if re.match(r"^│\s+(\d+|Total)\s+│", line)]
+    decision = [line for line in lines if line.startswith("Power-limit optimizer:")]
+    return rows, decision
+
+
+@pytest.mark.slow
+def test_optimize_demo_prints_the_readme_decision_on_two_consecutive_runs(tmp_path: Path) -> None:
+    """The simulated demo runs on virtual time, so a loaded machine cannot change its output."""
+    outputs = []
+    for run in range(2):
+        proc = subprocess.run(
+            [sys.executable, str(EXAMPLE), "--optimize", "--simulate", "--out", str(tmp_path / str(run))],
+            capture_output=True,
+            text=True,
+            timeout=400,
+        )
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+        outputs.append(_table_and_decision(proc.stdout))
+    (rows, decision), again = outputs
+    assert again == (rows, decision)  # the same table, to the joule, and the same decision
+    assert decision == [
+        "Power-limit optimizer: kept 275 W after profiling (simulated); the original limits were restored "
+        "when training ended."
+    ]
+    limits = [row.split("│")[5].strip() for row in rows]
+    assert limits[0].startswith("300–") and limits[-2] == "275"  # the limits in force, profiling included
+    readme = (EXAMPLE.parents[1] / "README.md").read_text()
+    assert all(row in readme for row in rows), "README's --optimize table differs from the demo's output"

@@ -70,7 +70,9 @@ def _find_gpus(environ: Mapping[str, str] | None) -> tuple[list[GPU], list[Unava
             return list(gpus), []  # a vendor that has GPUs: the others are not missing
         if why is not None:
             missing.append(why)
-    return [], missing
+    from zeus_core.device.simulated import simulated_gpus_from_env
+
+    return simulated_gpus_from_env(env), missing  # [] (said once, visibly) unless ZEUS_SUITE_SIMULATE
 
 
 def get_gpus(environ: Mapping[str, str] | None = None) -> list[GPU]:

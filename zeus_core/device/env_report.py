@@ -253,7 +253,8 @@ def _render(data: dict[str, Any]) -> None:
     _render_cpus_and_missing(console, data)
     if not data["gpus"]:
         console.print(
-            "Without a GPU, ZeusMonitor measures CPU/DRAM only. Try `zeus-suite env --simulate`, "
+            "Without a GPU, ZeusMonitor measures CPU/DRAM only. Try `zeus-suite env --simulate`, set "
+            "ZEUS_SUITE_SIMULATE=1 (a simulated A40 wherever a GPU is looked for), "
             "or measure a SimulatedGPU (zeus_core.SimulatedGPU)."
         )
 

@@ -2,12 +2,20 @@
 
 A :class:`SimulatedGPU` behaves like a GPU whose speed and power follow a
 :class:`GpuBehavior`: either a :class:`MeasuredProfile` read from a real power-limit profile
-(``../shared/data/power_limit_profiles``), or the :class:`PhysicalModel` documented below.
-Its energy counter integrates its power over its clock; everything it reports says "simulated".
+(bundled: ``zeus_core.data.path("power_limit_profiles")``), or the :class:`PhysicalModel`
+documented below. Its energy counter integrates its power over its clock; everything it reports
+says "simulated".
 
-Time runs on a clock: wall-clock time by default (so real code running on the CPU is metered as
-if the GPU were busy for that long), or a :class:`VirtualClock` that simulated work advances
-instantly (replays of thousands of training steps in milliseconds).
+Time runs on a clock: wall-clock time by default, or a :class:`VirtualClock` that simulated work
+advances instantly (replays of thousands of training steps in milliseconds). On the wall clock a
+simulated GPU follows the work it stands in for (an :class:`~zeus_core.device.activity.Activity`,
+by default this process's CPU time): over each interval it is busy for the share of the interval
+the work used the CPU, so its power follows its model at the user's real step times and drops to
+idle power while the user's code sleeps or waits.
+
+With no real GPU, :func:`simulated_gpus_from_env` (called by discovery) returns simulated GPUs when
+the environment variable ``ZEUS_SUITE_SIMULATE`` asks for them, and otherwise says once, visibly,
+that no GPU was found and how to simulate one.
 """
 
 from __future__ import annotations
@@ -16,12 +24,14 @@ import bisect
 import csv
 import random
 import re
+import threading
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Literal, Mapping, Sequence
 
+from zeus_core.device.activity import Activity, ChildProcessActivity, ProcessActivity
 from zeus_core.device.base import GPU, Clock, PowerLimitConstraints, wall_clock
 from zeus_core.exceptions import (
     ZeusConfigError,
@@ -37,6 +47,8 @@ __all__ = [
     "PhysicalModel",
     "SimulatedGPU",
     "simulate_steps",
+    "SIMULATE_ENV",
+    "simulated_gpus_from_env",
 ]
 
 
@@ -54,6 +66,7 @@ class VirtualClock:
         self._now = float(start)
 
     def __call__(self) -> float:
+        """The current time, s."""
         return self._now
 
     def advance(self, seconds: float) -> None:
@@ -175,6 +188,7 @@ class MeasuredProfile(GpuBehavior):
         return cls(points=points, gpu_name=gpu_name, source=path.name)
 
     def step(self, power_limit_w: float, sm_mhz: int | None) -> tuple[float, float]:
+        """Time (s) and power (W) of one unit of work, interpolated between measured limits."""
         if sm_mhz is not None:
             raise ZeusNotSupportedError(
                 f"Simulated {self.gpu_name} follows a measured power-limit profile, which has no "
@@ -301,6 +315,7 @@ class PhysicalModel(GpuBehavior):
         return self.sm_frequencies_mhz[-1]
 
     def step(self, power_limit_w: float, sm_mhz: int | None) -> tuple[float, float]:
+        """Time (s) and power (W) of one unit of work at the clock the limit and lock allow."""
         f = self.effective_frequency(power_limit_w, sm_mhz)
         return self.time_at(f), self.power_at(f)
 
@@ -310,7 +325,12 @@ class SimulatedGPU(GPU):
 
     The energy counter integrates power over :attr:`clock`: the behaviour's power at the current
     power limit and SM clock while busy, ``idle_power_w`` while idle. A GPU is busy from
-    :meth:`set_busy` ``(True)`` (or during :meth:`run_steps`) until ``set_busy(False)``.
+    :meth:`set_busy` ``(True)`` (or during :meth:`run_steps`) until ``set_busy(False)``. Otherwise,
+    when it follows an ``activity`` (the default on the wall clock: this process's CPU time), it is
+    busy for the share of each interval the activity used the CPU (capped at one CPU): over an
+    interval of ``dt`` s with ``c`` CPU-s used, it draws ``idle·dt + (busy power − idle)·min(c, dt)``
+    J. A lower power limit lowers the busy power but cannot slow the user's CPU code; use
+    :meth:`run_steps` (or a :class:`VirtualClock`) where the work's speed must follow the limit.
 
     Args:
         behavior: A :class:`MeasuredProfile` or :class:`PhysicalModel`.
@@ -323,6 +343,9 @@ class SimulatedGPU(GPU):
             monitors must estimate energy from sampled power.
         can_control: ``False`` emulates a process without the right to set limits or clocks.
         busy: Whether the GPU starts busy.
+        activity: What the GPU follows when not explicitly busy: an
+            :class:`~zeus_core.device.activity.Activity`, ``None`` (idle unless busy), or
+            ``"auto"``: this process's CPU time on the wall clock, ``None`` on any other clock.
 
     Example:
         >>> gpu = SimulatedGPU(PhysicalModel.a40(), clock=VirtualClock())
@@ -345,10 +368,18 @@ class SimulatedGPU(GPU):
         energy_counter: bool = True,
         can_control: bool = True,
         busy: bool = False,
+        activity: Activity | Literal["auto"] | None = "auto",
     ) -> None:
         super().__init__(index)
         if noise < 0:
             raise ZeusConfigError(f"SimulatedGPU(noise={noise}): noise must be >= 0.")
+        if activity == "auto":
+            activity = ProcessActivity() if clock is None or clock is wall_clock else None
+        elif activity is not None and not isinstance(activity, Activity):
+            raise ZeusConfigError(
+                f"SimulatedGPU(activity={activity!r}): pass an Activity (e.g. ProcessActivity()), "
+                "'auto' or None."
+            )
         self.behavior = behavior
         self._clock: Clock = clock if clock is not None else wall_clock
         self._noise = noise
@@ -361,29 +392,50 @@ class SimulatedGPU(GPU):
         self._noise_factor = 1.0
         self._energy_j = 0.0
         self._last_t = self._clock()
+        self._activity: Activity | None = activity
+        self._last_cpu = activity.cpu_seconds() if activity is not None else 0.0
+        self._utilization = 0.0
+        self._lock = threading.Lock()  # power samplers read from other threads
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+        if self._activity is not None:  # CPU time starts again in a new process
+            self._last_cpu = self._activity.cpu_seconds()
 
     # -- identity -----------------------------------------------------------------------------
     @property
     def simulated(self) -> bool:
+        """Always ``True``."""
         return True
 
     @property
     def clock(self) -> Clock:
+        """The time source this GPU integrates power over, s."""
         return self._clock
 
     @property
     def name(self) -> str:
+        """The modelled product name, followed by ``(simulated)``."""
         return f"{self.behavior.gpu_name} (simulated)"
 
     @property
     def uuid(self) -> str:
+        """A stable made-up UUID starting with ``SIM-``."""
         return f"SIM-{self.behavior.gpu_name.replace(' ', '-')}-{self.index}"
 
     # -- power limit ----------------------------------------------------------------------------
     def power_limit_constraints(self) -> PowerLimitConstraints:
+        """The behaviour's power-limit range, W."""
         return self.behavior.constraints
 
     def get_power_limit(self) -> float:
+        """The current power limit, W."""
         return self._power_limit_w
 
     def _require_control(self, what: str) -> None:
@@ -394,9 +446,11 @@ class SimulatedGPU(GPU):
             )
 
     def check_control_permission(self) -> None:
+        """Raise :class:`ZeusPermissionError` if created with ``can_control=False``."""
         self._require_control("Changing power limits or clocks")
 
     def set_power_limit(self, watts: float) -> None:
+        """Set the power limit, W (within the behaviour's range)."""
         self._require_control(f"set_power_limit({watts})")
         c = self.behavior.constraints
         if not c.min_w <= watts <= c.max_w:
@@ -409,12 +463,15 @@ class SimulatedGPU(GPU):
 
     # -- clocks ---------------------------------------------------------------------------------
     def supported_memory_frequencies(self) -> list[int]:
+        """One made-up memory clock, MHz (``[0]`` without clock data)."""
         return [0] if not self.behavior.sm_frequencies_mhz else [1215]
 
     def supported_sm_frequencies(self, memory_mhz: int | None = None) -> list[int]:
+        """The behaviour's SM clocks, MHz, highest first."""
         return list(self.behavior.sm_frequencies_mhz)
 
     def set_locked_sm_frequency(self, min_mhz: int, max_mhz: int | None = None) -> None:
+        """Lock the SM clock at ``max_mhz`` (or ``min_mhz``), MHz."""
         self._require_control(f"set_locked_sm_frequency({min_mhz}, {max_mhz})")
         freqs = self.behavior.sm_frequencies_mhz
         if not freqs:
@@ -431,6 +488,7 @@ class SimulatedGPU(GPU):
         self._sm_lock_mhz = int(upper)
 
     def reset_locked_sm_frequency(self) -> None:
+        """Unlock the SM clock."""
         self._require_control("reset_locked_sm_frequency()")
         self._accumulate()
         self._sm_lock_mhz = None
@@ -448,19 +506,65 @@ class SimulatedGPU(GPU):
     # -- energy and power -----------------------------------------------------------------------
     @property
     def has_energy_counter(self) -> bool:
+        """Whether the GPU emulates an energy counter (``energy_counter``)."""
         return self._energy_counter
 
-    def get_power(self) -> float:
-        if not self._busy:
-            return self.behavior.idle_power_w
+    @property
+    def activity(self) -> Activity | None:
+        """What the GPU follows when not explicitly busy (``None``: idle unless busy)."""
+        return self._activity
+
+    def follow(self, activity: Activity | None) -> None:
+        """Follow ``activity`` from now on (``None``: idle unless busy); ends an explicit busy state."""
+        with self._lock:
+            self._accumulate_locked()
+            self._activity = activity
+            self._last_cpu = activity.cpu_seconds() if activity is not None else 0.0
+            self._busy = False
+
+    @property
+    def utilization(self) -> float:
+        """Share of the last interval the GPU was busy, 0–1 (1 while explicitly busy)."""
+        return 1.0 if self._busy else self._utilization
+
+    def _busy_power(self) -> float:
         return self.behavior.step(self._power_limit_w, self._sm_lock_mhz)[1] * self._noise_factor
 
+    def get_power(self) -> float:
+        """Power now, W: busy power, idle power, or in between by the followed activity's utilization."""
+        if self._busy:
+            return self._busy_power()
+        if self._activity is None:
+            return self.behavior.idle_power_w
+        with self._lock:
+            self._accumulate_locked()  # the utilization of the interval since the last reading
+        idle = self.behavior.idle_power_w
+        return idle + (self._busy_power() - idle) * self._utilization
+
     def _accumulate(self) -> None:
+        with self._lock:
+            self._accumulate_locked()
+
+    def _accumulate_locked(self) -> None:
         now = self._clock()
-        self._energy_j += self.get_power() * (now - self._last_t)
+        dt = now - self._last_t
+        if self._activity is not None:
+            cpu = self._activity.cpu_seconds()
+            used = min(max(cpu - self._last_cpu, 0.0), max(dt, 0.0))
+            self._last_cpu = cpu  # also while explicitly busy, so that CPU time is not counted later
+        if self._busy:
+            self._energy_j += self._busy_power() * dt
+        elif self._activity is None:
+            self._energy_j += self.behavior.idle_power_w * dt
+        else:
+            idle = self.behavior.idle_power_w
+            self._energy_j += idle * dt + (self._busy_power() - idle) * used
+            if dt > 0:
+                self._utilization = used / dt
         self._last_t = now
 
     def get_total_energy(self) -> float:
+        """Energy since creation, J (raises without an energy counter)."""
         if not self._energy_counter:
             raise ZeusNotSupportedError(
                 f"Simulated GPU {self.index} emulates a GPU without an energy counter; sample its power."
@@ -518,3 +622,121 @@ def simulate_steps(gpus: Sequence[SimulatedGPU], n: int = 1) -> float:
     for g, b in zip(gpus, was_busy):
         g.set_busy(b)
     return total
+
+
+#: The environment variable that asks for simulated GPUs where no real one is found.
+SIMULATE_ENV = "ZEUS_SUITE_SIMULATE"
+_ENV_MODELS = {"a40": PhysicalModel.a40, "a100": PhysicalModel.a100, "h100": PhysicalModel.h100}
+_OFF = {"", "0", "false", "no", "off"}
+_ON = {"1", "true", "yes", "on"}
+
+
+def _parse_simulate_env(raw: str) -> tuple[str, int]:
+    """``"a100:2"`` → ``("a100", 2)``; ``"1"`` → ``("a40", 1)``."""
+    model, _, count_text = raw.strip().lower().partition(":")
+    model = "a40" if model in _ON else model
+    try:
+        count = int(count_text) if count_text else 1
+    except ValueError:
+        count = 0
+    if model not in _ENV_MODELS or count < 1:
+        raise ZeusConfigError(
+            f"{SIMULATE_ENV}={raw!r} is not understood. Use 1 (a simulated A40), a model name "
+            f"({', '.join(_ENV_MODELS)}), optionally with ':<number of GPUs>' (e.g. a100:2), or unset it."
+        )
+    return model, count
+
+
+def simulated_gpus_from_env(environ: Mapping[str, str]) -> list[GPU]:
+    """The GPUs to use when no real GPU was found: simulated ones if ``ZEUS_SUITE_SIMULATE`` asks.
+
+    Says so once per process, visibly (``zeus_core.console``): with the variable unset, that no
+    GPU was found and how to get a simulated one; with it set, which simulated GPUs are measured.
+    The simulated GPUs run on the wall clock and follow this process's CPU time.
+
+    Args:
+        environ: The environment to read ``ZEUS_SUITE_SIMULATE`` from: unset/``0`` for none,
+            ``1`` for one simulated A40, or ``a40``/``a100``/``h100``, optionally ``:<count>``.
+
+    Raises:
+        ZeusConfigError: The variable's value is not understood (the message shows the valid ones).
+    """
+    from zeus_core import console
+
+    raw = environ.get(SIMULATE_ENV, "")
+    if raw.strip().lower() in _OFF:
+        console.warn_once(
+            "no-gpu",
+            "No GPU found (`zeus-suite env` says why), so GPU energy is not measured. To try Zeus Suite "
+            f"with a simulated GPU, set {SIMULATE_ENV}=1 (or a40, a100, h100) or pass one: "
+            "ZeusMonitor(gpus=[SimulatedGPU(PhysicalModel.a40())]). Its figures are marked simulated.",
+        )
+        return []
+    model, count = _parse_simulate_env(raw)
+    gpus: list[GPU] = [SimulatedGPU(_ENV_MODELS[model](), index=i) for i in range(count)]
+    console.info_once(
+        "simulated-gpus",
+        f"No GPU found; {SIMULATE_ENV}={raw.strip()}: measuring {count} simulated "
+        f"{gpus[0].name.replace(' (simulated)', '')} GPU(s), busy while this process uses the CPU. "
+        "Every figure from them is marked simulated.",
+    )
+    return gpus
+
+
+def follow_child(gpus: Sequence[GPU]) -> ChildProcessActivity:
+    """Make the simulated GPUs among ``gpus`` follow a child process that is about to start.
+
+    Used by ``zeus-suite measure --simulate -- CMD``: call it before the measurement begins (the
+    GPUs idle until the command runs), then ``attach(pid)`` the returned activity once the command
+    has started. Real GPUs are left alone.
+    """
+    activity = ChildProcessActivity()
+    for g in gpus:
+        if isinstance(g, SimulatedGPU):
+            g.follow(activity)
+    return activity
+
+
+def following_note(gpus: Sequence[GPU], elapsed_s: float) -> str | None:
+    """One line saying what the simulated GPUs among ``gpus`` assumed, or ``None`` without any.
+
+    Args:
+        gpus: The measured GPUs.
+        elapsed_s: The measured window's length, s.
+    """
+    sims = [g for g in gpus if isinstance(g, SimulatedGPU)]
+    if not sims:
+        return None
+    activity = sims[0].activity
+    if activity is None:
+        return "Simulated GPU(s) were busy throughout (they follow no activity)."
+    used = activity.cpu_seconds()
+    share = min(used / elapsed_s, 1.0) if elapsed_s > 0 else 0.0
+    return (
+        f"Simulated GPU(s) were busy while {activity.description}: {used:.2f} CPU-s in "
+        f"{elapsed_s:.2f} s, busy {share:.0%} of the time, idle power otherwise (simulated)."
+    )
+
+
+def simulated_stand_in(environ: Mapping[str, str] | None = None) -> list[int]:
+    """GPU indices an adapter measures for a process that trains off-GPU (on the CPU).
+
+    None, unless ``ZEUS_SUITE_SIMULATE`` asks for simulated GPUs: then the one this process stands
+    in for, ``LOCAL_RANK`` modulo their number (so each local rank of a CPU run gets its own).
+    ``ZEUS_SUITE_SIMULATE`` is meant for machines without a GPU, where discovery returns these.
+
+    Args:
+        environ: Environment to read (default: ``os.environ``).
+
+    Raises:
+        ZeusConfigError: ``ZEUS_SUITE_SIMULATE`` is not understood.
+    """
+    import os
+
+    env = os.environ if environ is None else environ
+    raw = env.get(SIMULATE_ENV, "")
+    if raw.strip().lower() in _OFF:
+        return []
+    _, count = _parse_simulate_env(raw)
+    local_rank = env.get("LOCAL_RANK", "0").strip()
+    return [int(local_rank) % count if local_rank.isdigit() else 0]

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from zeus_core.device.base import CPU, GPU
+from zeus_core.device.simulated import follow_child, following_note
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceError, ZeusError, ZeusPermissionError
 from zeus_core.monitor.measurement import Measurement
 
@@ -90,8 +91,9 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--simulate",
         action="store_true",
-        help="measure simulated NVIDIA A40 GPUs (busy throughout) instead of real ones; "
-        "for machines without a GPU. Every output line then says 'simulated'.",
+        help="measure simulated NVIDIA A40 GPUs instead of real ones, for machines without a GPU "
+        "(measure: busy while the command uses the CPU; power, metrics: busy throughout). "
+        "Every output line then says 'simulated'.",
     )
     parser.add_argument(
         "--gpu-indices",
@@ -283,6 +285,9 @@ def run(args: argparse.Namespace) -> int:
         title += " after " + ", ".join(signal.Signals(s).name for s in dict.fromkeys(signals))
     console = make_console(stderr=True)
     console.print(render_report(title, m, gpus, cpus), soft_wrap=True)
+    followed = following_note(gpus, m.time)
+    if followed is not None:
+        console.print(followed, soft_wrap=True)
     if args.csv is not None:
         try:
             _append_csv(args.csv, header, _csv_row(start_time, command, exit_code, m, gpus, cpus))
@@ -315,12 +320,14 @@ def _measure(command: list[str], monitor) -> tuple[int, list[int], float, Measur
     previous = {s: signal.signal(s, forward) for s in _FORWARDED}
     try:
         start_time = time.time()
+        command_activity = follow_child(monitor.gpus)  # simulated GPUs: busy while the command computes
         monitor.begin_window("command", sync_execution=False)
         try:
             proc = subprocess.Popen(command, preexec_fn=_die_with_parent())
         except OSError:
             monitor.end_window("command", sync_execution=False, cancel=True)
             raise
+        command_activity.attach(proc.pid)
         for s in pending:  # arrived before the child existed: it cannot have seen them
             send(proc, s, always=True)
         returncode = proc.wait()
@@ -328,9 +335,6 @@ def _measure(command: list[str], monitor) -> tuple[int, list[int], float, Measur
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-    for g in monitor.gpus:  # the simulated GPUs were busy for the command
-        if g.simulated and hasattr(g, "set_busy"):
-            g.set_busy(False)
     return returncode, received, start_time, m
 
 

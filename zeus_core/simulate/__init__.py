@@ -1,6 +1,6 @@
 """Trace-driven simulation of recurring training jobs; reproduces Zeus (NSDI'23).
 
-Everything it reports is simulated from measured traces (``../shared/data/zeus_nsdi23``).
+Everything it reports is simulated from measured traces (bundled: ``zeus_core.data.path("zeus_nsdi23")``).
 ``zeus-suite reproduce nsdi23 --gpu v100`` runs the paper's experiment from the command line.
 
 Example:

@@ -171,7 +171,7 @@ def run_nsdi23(
 
     Args:
         gpu: GPU name (``a40``, ``v100``, or a name for ``power_trace``).
-        trace_dir: Folder with ``summary_train.csv`` (default ``../shared/data/zeus_nsdi23``).
+        trace_dir: Folder with ``summary_train.csv`` (default: the bundled ``zeus_nsdi23`` traces).
         power_trace: Power trace of another GPU, same format as ``summary_power_<gpu>.csv``.
         seeds: Seeds.
         recurrences: Recurrences per simulation (default: the paper's).

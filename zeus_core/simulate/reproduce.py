@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         help="folder with summary_train.csv and "
-        "summary_power_<gpu>.csv (default ../shared/data/zeus_nsdi23 beside the repository)",
+        "summary_power_<gpu>.csv (default: the traces bundled with the package)",
     )
     parser.add_argument(
         "--power-trace",

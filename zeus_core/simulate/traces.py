@@ -136,10 +136,11 @@ class WorkloadTrace:
         return 2 * len(self.batch_sizes) * len(self.power_limits)
 
 
-def default_trace_dir() -> Path | None:
-    """``../shared/data/zeus_nsdi23`` beside the repository root, or ``None`` where it is absent."""
-    candidate = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "zeus_nsdi23"
-    return candidate if candidate.is_dir() else None
+def default_trace_dir() -> Path:
+    """The NSDI'23 traces bundled with the package (``zeus_core.data.path("zeus_nsdi23")``)."""
+    from zeus_core import data
+
+    return data.path("zeus_nsdi23")
 
 
 def _read_csv(path: Path, columns: Sequence[str]) -> list[dict[str, str]]:
@@ -275,13 +276,8 @@ def load_nsdi23_traces(
         workloads: Which workloads to load.
 
     Raises:
-        ZeusProfileError: No trace folder was found or a file is malformed.
+        ZeusProfileError: A trace file is missing or malformed.
     """
     folder = Path(trace_dir) if trace_dir is not None else default_trace_dir()
-    if folder is None:
-        raise ZeusProfileError(
-            "load_nsdi23_traces: no trace folder given and ../shared/data/zeus_nsdi23 was not found; "
-            "pass trace_dir (--trace-dir) pointing at summary_train.csv and summary_power_<gpu>.csv."
-        )
     power = Path(power_trace) if power_trace is not None else folder / f"summary_power_{gpu}.csv"
     return [load_workload_trace(w, folder / "summary_train.csv", power, gpu) for w in workloads]

@@ -24,7 +24,7 @@ MODEL = PhysicalModel.a40()
 
 def make_gpu(rank: int) -> SimulatedGPU:
     """This rank's simulated A40 (idle until :class:`GpuWork` runs)."""
-    return SimulatedGPU(MODEL, index=0, busy=False, seed=rank)
+    return SimulatedGPU(MODEL, index=0, busy=False, seed=rank, activity=None)  # busy only in GpuWork
 
 
 class _Sleep(torch.autograd.Function):
