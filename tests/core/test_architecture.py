@@ -32,6 +32,8 @@ FOUNDATION: dict[str, set[str]] = {
     "zeus_core.console": {"zeus_core.distributed"},
     "zeus_core.metric": {"zeus_core.exceptions"},
     "zeus_core.monitor.measurement": set(),
+    "zeus_core.data": {"zeus_core.exceptions"},  # the bundled measured data
+    "zeus_core.data.__main__": {"zeus_core.data", "zeus_core.exceptions"},
 }
 
 # What the device layer may stand on besides itself.
