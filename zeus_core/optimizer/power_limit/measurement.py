@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import functools
 import math
+import statistics
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping, Sequence
 
 from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
 
-__all__ = ["PowerLimitMeasurement", "EarlyStopping"]
+__all__ = ["PowerLimitMeasurement", "EarlyStopping", "drop_stalls"]
 
 _COUNTS = ("num_gpus", "samples")
 
@@ -276,6 +277,49 @@ class PowerLimitMeasurement:
             f"{self.power_limit_w:g} W: {self.time_per_step_s:.4f} s/step, {self.average_power_w:.1f} W, "
             f"{self.energy_per_step_j:.2f} J/step ({self.steps} steps{grouped}, ±{rel:.1f} % time s.e.)"
         )
+
+
+def drop_stalls(
+    times_s: Sequence[float],
+    energies_j: Sequence[float],
+    steps: Sequence[int],
+    stall_ratio: float = 0.25,
+) -> tuple[list[float], list[float], list[int]]:
+    """The samples without stalls: those whose time per step is far above the visit's median.
+
+    A stall (a data-loader hiccup, a checkpoint write, a garbage collection) makes a step slower
+    whatever the power limit, so it says nothing about the limit and, pooled into a mean, can
+    flip a decision. A sample is a stall when its time per step exceeds the median by more than
+    ``stall_ratio`` of the median and by more than five robust standard deviations (1.4826 ×
+    the median absolute deviation), so ordinary jitter is never dropped. Only slow samples are
+    dropped (stalls never make steps faster), at most a quarter of them, and only where there
+    are at least four samples to take a median of.
+
+    Args:
+        times_s: Time of each sample, s.
+        energies_j: Energy of each sample, J.
+        steps: Steps in each sample.
+        stall_ratio: Smallest excess over the median time per step that counts as a stall (0.25: 25 %).
+
+    Returns:
+        The kept samples' times, energies and steps, in their order.
+
+    Example:
+        >>> drop_stalls([1.0, 1.02, 0.98, 3.0, 1.01], [10, 10, 10, 11, 10], [1, 1, 1, 1, 1])[0]
+        [1.0, 1.02, 0.98, 1.01]
+    """
+    kept = (list(times_s), list(energies_j), list(steps))
+    if len(times_s) < 4:
+        return kept
+    per_step = [t / n for t, n in zip(times_s, steps)]
+    median = statistics.median(per_step)
+    mad = statistics.median(abs(x - median) for x in per_step)
+    limit = median + max(stall_ratio * median, 5 * 1.4826 * mad)
+    stalls = [i for i, x in enumerate(per_step) if x > limit]
+    if not stalls or len(stalls) > len(per_step) // 4:
+        return kept
+    keep = [i for i in range(len(per_step)) if i not in stalls]
+    return [times_s[i] for i in keep], [energies_j[i] for i in keep], [steps[i] for i in keep]
 
 
 def _t_central(t: float, dof: int) -> float:

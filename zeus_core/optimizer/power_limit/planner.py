@@ -127,7 +127,8 @@ def visit_cap(prior: PowerLimitMeasurement | None, profile_steps: int, rule: Ear
 
     Example:
         >>> from zeus_core.optimizer.power_limit.measurement import EarlyStopping
-        >>> [visit_cap(PowerLimitMeasurement(250, n, 0.3, 75.0), 40, EarlyStopping()) for n in (10, 40, 85, 120)]
+        >>> rule = EarlyStopping()
+        >>> [visit_cap(PowerLimitMeasurement(250, n, 0.3, 75.0), 40, rule) for n in (10, 40, 85, 120)]
         [40, 80, 120, 120]
     """
     if rule is None or prior is None or prior.steps < profile_steps:

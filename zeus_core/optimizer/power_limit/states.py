@@ -78,6 +78,7 @@ class Profiling:
         sample_steps: Steps in each such sample.
         steps_per_sample: Steps per sample agreed by every rank (0 until the first sample of
             the visit has ended).
+        paused: An epoch ended mid-measurement; the measurement continues at the next step.
     """
 
     power_limit_w: float
@@ -87,6 +88,7 @@ class Profiling:
     refine: bool = False
     sample_steps: tuple[int, ...] = ()
     steps_per_sample: int = 0
+    paused: bool = False
 
 
 @dataclass(frozen=True)
