@@ -208,7 +208,9 @@ class Bench:
 
     def reset(self, gpu: GpuModel) -> FakeDevice:
         """A fresh fake GPU of the model, at its top limit."""
-        spec = FakeGPUSpec(name=gpu.name, min_limit_w=gpu.min_w, max_limit_w=gpu.max_w, default_limit_w=gpu.max_w)
+        spec = FakeGPUSpec(
+            name=gpu.name, min_limit_w=gpu.min_w, max_limit_w=gpu.max_w, default_limit_w=gpu.max_w
+        )
         self.fake.devices = [FakeDevice(spec, 0, self.clock())]
         import zeus.device.gpu as zeus_gpu
 
@@ -320,7 +322,9 @@ def run_case(
                 plo.on_train_end()
         results.append(_outcome(label, truth, optimal, chosen, steps_at))
     ours, again, zeus = results
-    return Case(name, gpu.name, label, noise, epoch, budget, optimal, ours, zeus, ours.chosen_w == again.chosen_w)
+    return Case(
+        name, gpu.name, label, noise, epoch, budget, optimal, ours, zeus, ours.chosen_w == again.chosen_w
+    )
 
 
 def run_grid(

@@ -247,7 +247,7 @@ def test_refinement_knobs_are_validated_and_default_to_three_times_profile_steps
 def test_visit_cap_refines_in_rounds_of_profile_steps_up_to_the_cap() -> None:
     rule = EarlyStopping()
     caps = [visit_cap(_m(250, n, 0.3, 75.0), 40, rule) for n in (10, 39, 40, 79, 80, 120)]
-    assert caps == [40, 40, 80, 80, 120, 120]
+    assert caps == [50, 79, 80, 119, 120, 120]  # each visit adds up to profile_steps
     assert visit_cap(None, 40, rule) == 40 and visit_cap(_m(250, 40, 0.3, 75.0), 40, None) == 40
     # Too few samples to judge (short steps): no measuring beyond profile_steps.
     few = PowerLimitMeasurement(250, 40, 0.01, 2.5, 1e-6, 1e-2, 0.0, samples=2)

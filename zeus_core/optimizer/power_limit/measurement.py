@@ -292,8 +292,8 @@ def drop_stalls(
     flip a decision. A sample is a stall when its time per step exceeds the median by more than
     ``stall_ratio`` of the median and by more than five robust standard deviations (1.4826 ×
     the median absolute deviation), so ordinary jitter is never dropped. Only slow samples are
-    dropped (stalls never make steps faster), at most a quarter of them, and only where there
-    are at least four samples to take a median of.
+    dropped (stalls never make steps faster), at most a third of them, and only where there
+    are at least three samples to take a median of.
 
     Args:
         times_s: Time of each sample, s.
@@ -309,14 +309,14 @@ def drop_stalls(
         [1.0, 1.02, 0.98, 1.01]
     """
     kept = (list(times_s), list(energies_j), list(steps))
-    if len(times_s) < 4:
+    if len(times_s) < 3:
         return kept
     per_step = [t / n for t, n in zip(times_s, steps)]
     median = statistics.median(per_step)
     mad = statistics.median(abs(x - median) for x in per_step)
     limit = median + max(stall_ratio * median, 5 * 1.4826 * mad)
     stalls = [i for i, x in enumerate(per_step) if x > limit]
-    if not stalls or len(stalls) > len(per_step) // 4:
+    if not stalls or len(stalls) > len(per_step) // 3:
         return kept
     keep = [i for i in range(len(per_step)) if i not in stalls]
     return [times_s[i] for i in keep], [energies_j[i] for i in keep], [steps[i] for i in keep]

@@ -319,6 +319,11 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
         return self._state.optimal_power_limit_w if isinstance(self._state, Done) else None
 
     @property
+    def active(self) -> bool:
+        """Whether training is on: limits are being profiled or the chosen one is set."""
+        return self._active
+
+    @property
     def steps_used(self) -> int:
         """Steps run before the decision so far (wait, warm-up and measured steps of every limit)."""
         return self._steps_used
