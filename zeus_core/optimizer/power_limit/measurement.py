@@ -26,12 +26,12 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Mapping, Sequence
 
 from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
 
-__all__ = ["PowerLimitMeasurement", "EarlyStopping", "drop_stalls"]
+__all__ = ["PowerLimitMeasurement", "EarlyStopping", "drop_stalls", "physical_fit"]
 
 _COUNTS = ("num_gpus", "samples")
 
@@ -292,8 +292,8 @@ def drop_stalls(
     flip a decision. A sample is a stall when its time per step exceeds the median by more than
     ``stall_ratio`` of the median and by more than five robust standard deviations (1.4826 ×
     the median absolute deviation), so ordinary jitter is never dropped. Only slow samples are
-    dropped (stalls never make steps faster), at most a third of them, and only where there
-    are at least three samples to take a median of.
+    dropped (stalls never make steps faster), fewer than half of them (the median's breakdown
+    point), and only where there are at least three samples to take a median of.
 
     Args:
         times_s: Time of each sample, s.
@@ -316,10 +316,49 @@ def drop_stalls(
     mad = statistics.median(abs(x - median) for x in per_step)
     limit = median + max(stall_ratio * median, 5 * 1.4826 * mad)
     stalls = [i for i, x in enumerate(per_step) if x > limit]
-    if not stalls or len(stalls) > len(per_step) // 3:
+    if not stalls or 2 * len(stalls) >= len(per_step):
         return kept
     keep = [i for i in range(len(per_step)) if i not in stalls]
     return [times_s[i] for i in keep], [energies_j[i] for i in keep], [steps[i] for i in keep]
+
+
+def _nondecreasing(values: Sequence[float], weights: Sequence[float]) -> list[float]:
+    """Weighted least-squares non-decreasing fit (pool adjacent violators)."""
+    blocks: list[tuple[float, float, int]] = []  # (value, weight, members)
+    for v, w in zip(values, weights):
+        blocks.append((v, w, 1))
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (v2, w2, c2), (v1, w1, c1) = blocks.pop(), blocks.pop()
+            blocks.append(((v1 * w1 + v2 * w2) / (w1 + w2), w1 + w2, c1 + c2))
+    return [v for v, _, c in blocks for _ in range(c)]
+
+
+def physical_fit(measurements: Sequence[PowerLimitMeasurement]) -> list[PowerLimitMeasurement]:
+    """The measurements made consistent with what a power cap can do, highest limit first.
+
+    A higher power limit never makes a step slower and never makes the GPU draw less: the cap
+    either binds or it does not. Noise breaks both orders (on a plateau of equal limits, the
+    lowest of several noisy times looks fastest). This fits time per step (non-increasing in the
+    limit) and average power (non-decreasing) by weighted least squares under those orders (pool
+    adjacent violators, weights = steps), so neighbouring limits whose order the noise broke
+    share their steps; energy per step is the fitted power × the fitted time. Measurements that
+    already respect both orders come back unchanged. Variances are kept (they judge precision).
+
+    Example:
+        >>> ms = [PowerLimitMeasurement(300, 40, 0.50, 125.0), PowerLimitMeasurement(250, 40, 0.49, 120.0)]
+        >>> [round(m.time_per_step_s, 3) for m in physical_fit(ms)]  # 250 W cannot be faster
+        [0.495, 0.495]
+    """
+    ordered = sorted(measurements, key=lambda m: -m.power_limit_w)  # highest first
+    weights = [float(m.steps) for m in ordered]
+    times = _nondecreasing([m.time_per_step_s for m in ordered], weights)  # rises as limits fall
+    powers = _nondecreasing([m.average_power_w for m in reversed(ordered)], weights[::-1])[::-1]
+    return [
+        replace(m, time_per_step_s=t, energy_per_step_j=p * t)
+        if (t, p * t) != (m.time_per_step_s, m.energy_per_step_j)
+        else m
+        for m, t, p in zip(ordered, times, powers)
+    ]
 
 
 def _t_central(t: float, dof: int) -> float:
