@@ -26,14 +26,12 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping, Sequence
 
 from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
 
-__all__ = ["PowerLimitMeasurement", "EarlyStopping", "drop_stalls", "physical_fit"]
-
-_COUNTS = ("num_gpus", "samples")
+__all__ = ["PowerLimitMeasurement", "EarlyStopping", "drop_stalls"]
 
 
 @dataclass(frozen=True)
@@ -78,14 +76,14 @@ class PowerLimitMeasurement:
             "covariance_js",
         ):
             object.__setattr__(self, name, float(getattr(self, name)))
-        if self.samples is None:
-            object.__setattr__(self, "samples", self.steps)
+        samples = self.steps if self.samples is None else self.samples
+        object.__setattr__(self, "samples", samples)
         if (
             self.steps < 1
             or self.time_per_step_s <= 0
             or self.energy_per_step_j < 0
             or self.num_gpus < 1
-            or not 1 <= self.samples <= self.steps
+            or not 1 <= samples <= self.steps
         ):
             raise ZeusProfileError(
                 f"PowerLimitMeasurement at {self.power_limit_w} W: need steps >= 1, time > 0, energy >= 0, "
@@ -247,15 +245,17 @@ class PowerLimitMeasurement:
         known = {f.name for f in fields(cls)}
         try:
             kwargs = {k: v for k, v in data.items() if k in known}
+            samples = kwargs.get("samples")
             return cls(
-                power_limit_w=float(kwargs.pop("power_limit_w")),
-                steps=int(kwargs.pop("steps")),
-                time_per_step_s=float(kwargs.pop("time_per_step_s")),
-                energy_per_step_j=float(kwargs.pop("energy_per_step_j")),
-                **{
-                    k: (float(v) if k not in _COUNTS else None if v is None else int(v))
-                    for k, v in kwargs.items()
-                },
+                power_limit_w=float(kwargs["power_limit_w"]),
+                steps=int(kwargs["steps"]),
+                time_per_step_s=float(kwargs["time_per_step_s"]),
+                energy_per_step_j=float(kwargs["energy_per_step_j"]),
+                time_var_s2=float(kwargs.get("time_var_s2", 0.0)),
+                energy_var_j2=float(kwargs.get("energy_var_j2", 0.0)),
+                covariance_js=float(kwargs.get("covariance_js", 0.0)),
+                num_gpus=int(kwargs.get("num_gpus", 1)),
+                samples=None if samples is None else int(samples),
             )
         except (KeyError, TypeError, ValueError) as e:
             if isinstance(e, ZeusProfileError):
@@ -320,45 +320,6 @@ def drop_stalls(
         return kept
     keep = [i for i in range(len(per_step)) if i not in stalls]
     return [times_s[i] for i in keep], [energies_j[i] for i in keep], [steps[i] for i in keep]
-
-
-def _nondecreasing(values: Sequence[float], weights: Sequence[float]) -> list[float]:
-    """Weighted least-squares non-decreasing fit (pool adjacent violators)."""
-    blocks: list[tuple[float, float, int]] = []  # (value, weight, members)
-    for v, w in zip(values, weights):
-        blocks.append((v, w, 1))
-        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
-            (v2, w2, c2), (v1, w1, c1) = blocks.pop(), blocks.pop()
-            blocks.append(((v1 * w1 + v2 * w2) / (w1 + w2), w1 + w2, c1 + c2))
-    return [v for v, _, c in blocks for _ in range(c)]
-
-
-def physical_fit(measurements: Sequence[PowerLimitMeasurement]) -> list[PowerLimitMeasurement]:
-    """The measurements made consistent with what a power cap can do, highest limit first.
-
-    A higher power limit never makes a step slower and never makes the GPU draw less: the cap
-    either binds or it does not. Noise breaks both orders (on a plateau of equal limits, the
-    lowest of several noisy times looks fastest). This fits time per step (non-increasing in the
-    limit) and average power (non-decreasing) by weighted least squares under those orders (pool
-    adjacent violators, weights = steps), so neighbouring limits whose order the noise broke
-    share their steps; energy per step is the fitted power × the fitted time. Measurements that
-    already respect both orders come back unchanged. Variances are kept (they judge precision).
-
-    Example:
-        >>> ms = [PowerLimitMeasurement(300, 40, 0.50, 125.0), PowerLimitMeasurement(250, 40, 0.49, 120.0)]
-        >>> [round(m.time_per_step_s, 3) for m in physical_fit(ms)]  # 250 W cannot be faster
-        [0.495, 0.495]
-    """
-    ordered = sorted(measurements, key=lambda m: -m.power_limit_w)  # highest first
-    weights = [float(m.steps) for m in ordered]
-    times = _nondecreasing([m.time_per_step_s for m in ordered], weights)  # rises as limits fall
-    powers = _nondecreasing([m.average_power_w for m in reversed(ordered)], weights[::-1])[::-1]
-    return [
-        replace(m, time_per_step_s=t, energy_per_step_j=p * t)
-        if (t, p * t) != (m.time_per_step_s, m.energy_per_step_j)
-        else m
-        for m, t, p in zip(ordered, times, powers)
-    ]
 
 
 def _t_central(t: float, dof: int) -> float:

@@ -697,7 +697,7 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
             rule is None
             or self._warned_short
             or m.steps < self.profile_steps
-            or m.samples >= rule.min_samples
+            or m.dof + 1 >= rule.min_samples
         ):
             return
         self._warned_short = True

@@ -30,7 +30,7 @@ from typing import ClassVar, Sequence
 
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.metric import zeus_cost
-from zeus_core.optimizer.power_limit.measurement import EarlyStopping, PowerLimitMeasurement, physical_fit
+from zeus_core.optimizer.power_limit.measurement import EarlyStopping, PowerLimitMeasurement
 
 __all__ = ["OptimumSelector", "LinearCostSelector", "Time", "Energy", "ZeusCost", "MaxSlowdownConstraint"]
 
@@ -184,9 +184,9 @@ class LinearCostSelector(OptimumSelector):
         return measurements[costs.index(min(costs))]
 
     def select(self, measurements: Measurements) -> float:
-        """See :meth:`OptimumSelector.select` (decides on :func:`~.measurement.physical_fit`)."""
+        """See :meth:`OptimumSelector.select`."""
         _require(measurements, type(self).__name__)
-        return self._best(physical_fit(measurements)).power_limit_w
+        return self._best(measurements).power_limit_w
 
     def sweep_done(self, measurements: Measurements, rule: EarlyStopping) -> str | None:
         """See :meth:`OptimumSelector.sweep_done` (rules in the class docstring)."""
@@ -349,9 +349,9 @@ class MaxSlowdownConstraint(OptimumSelector):
         return min(self.feasible(measurements), key=lambda m: m.energy_per_step_j)
 
     def select(self, measurements: Measurements) -> float:
-        """See :meth:`OptimumSelector.select` (decides on :func:`~.measurement.physical_fit`)."""
+        """See :meth:`OptimumSelector.select`."""
         _require(measurements, type(self).__name__)
-        return self._best(physical_fit(measurements)).power_limit_w
+        return self._best(measurements).power_limit_w
 
     def _slower(
         self, m: PowerLimitMeasurement, fastest: PowerLimitMeasurement, rule: EarlyStopping, factor: float
