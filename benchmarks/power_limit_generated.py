@@ -379,7 +379,7 @@ def _row(label: str, cases: Sequence[Case]) -> str:
         return ""
     s = summarize(cases)
     return (
-        f"{label:<24} {int(s['cases']):>5} | {s['ours_in_budget']:>7.1%} {s['zeus_in_budget']:>7.1%} | "
+        f"{label:<26} {int(s['cases']):>5} | {s['ours_in_budget']:>7.1%} {s['zeus_in_budget']:>7.1%} | "
         f"{s['ours_ok']:>7.1%} {s['zeus_ok']:>7.1%} | {s['extra_ratio']:>7.1%} "
         f"{s['extra_ratio_zeus_decided']:>9.1%} | {s['deterministic']:>6.1%}"
     )
@@ -388,11 +388,11 @@ def _row(label: str, cases: Sequence[Case]) -> str:
 def report(cases: Sequence[Case]) -> str:
     """The table: overall, then per selector, noise, epoch length and GPU."""
     head = (
-        f"{'cases':<24} {'n':>5} | {'in budget':^15} | {'within 1 %':^15} | {'extra cost ours/Zeus':^17} | "
-        f"{'same':>6}\n{'':<24} {'':>5} | {'ours':>7} {'Zeus':>7} | {'ours':>7} {'Zeus':>7} | "
+        f"{'cases':<26} {'n':>5} | {'in budget':^15} | {'within 1 %':^15} | {'extra cost ours/Zeus':^17} | "
+        f"{'same':>6}\n{'':<26} {'':>5} | {'ours':>7} {'Zeus':>7} | {'ours':>7} {'Zeus':>7} | "
         f"{'all':>7} {'Zeus dec.':>9} | {'twice':>6}"
     )
-    lines = [head, "-" * 96, _row("all", cases)]
+    lines = [head, "-" * 98, _row("all", cases)]
     groups: list[tuple[str, Callable[[Case], Any]]] = [
         ("selector", lambda c: c.selector),
         ("noise", lambda c: c.noise),

@@ -137,13 +137,28 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
     """Finds the best GPU power limit during the first steps of training and keeps it set.
 
     Driven by the training protocol (:mod:`zeus_core.callback`; steps are optimizer steps).
-    From ``on_train_begin`` it sets every monitored GPU to the highest limit, waits
-    ``wait_steps`` steps, then profiles limits from the maximum down in ``pl_step`` W steps:
-    each limit runs ``warmup_steps`` steps unmeasured, then up to ``profile_steps`` measured
-    steps. When the sweep ends, ``optimum_selector`` picks the limit, which stays set on every
-    GPU until ``on_train_end``, when the limits each GPU had at ``on_train_begin`` come back. An
-    ``on_epoch_end`` during a limit's warm-up or measurement cancels it; that limit is profiled
-    again from the next step.
+    From ``on_train_begin`` (or, in Zeus's documented loop, which has none, the first
+    ``on_epoch_begin`` or ``on_step_begin``) it sets every monitored GPU to the highest limit,
+    waits ``wait_steps`` steps, then profiles limits from the maximum down in ``pl_step`` W
+    steps: each limit runs ``warmup_steps`` steps unmeasured, then up to ``profile_steps``
+    measured steps. When the sweep ends, ``optimum_selector`` picks the limit (one line through
+    :mod:`zeus_core.console` names it, the selector and the expected saving), which stays set
+    on every GPU until ``on_train_end``, when the limits each GPU had at the start come back.
+
+    **Budget.** No more than ``budget_steps`` steps run before the decision (default: Zeus's
+    exhaustive sweep, ``wait_steps + (warmup_steps + profile_steps) × limits``); when they are
+    spent, the limit is chosen from what was measured. Decisions are deterministic for identical
+    inputs.
+
+    **Epochs.** A measurement spans epoch boundaries: ``on_epoch_end`` keeps the limit set and
+    the samples taken, drops only the open sample's steps (they may include evaluation), and
+    measuring resumes at the next ``on_step_begin``; time between epochs is never measured.
+
+    **Robustness.** Samples far slower than the visit's median are stalls and are dropped
+    (:func:`~.measurement.drop_stalls`). A measurement whose average power per GPU exceeds its
+    limit by more than ``power_tolerance`` plus one energy-counter update (``counter_period_s``)
+    over the measured time is impossible: it is discarded and the limit measured again (left out
+    after three impossible measurements).
 
     **Early stopping** (``early_stopping``; ``None`` gives Zeus's exhaustive sweep of every
     limit for ``profile_steps`` steps). A *survey sweep* gives each limit, from the maximum
@@ -154,8 +169,8 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
     (limits not significantly worse than the best) again, each until its time-per-step and
     power estimates are tight (±``rel_tol`` at ``confidence``) or it is told apart from the
     others, or until the choice is known to be within ``tie_tol`` (0.5 %) of every contender's
-    cost; contenders still tied after ``profile_steps`` steps are measured on, in rounds of
-    ``profile_steps``, up to ``max_refine_steps`` (3 × ``profile_steps`` by default) in all. The
+    cost; each refinement visit adds up to ``profile_steps`` steps, up to ``max_refine_steps``
+    (3 × ``profile_steps`` by default) in all. The
     rules, and the assumptions behind them, are stated in
     :mod:`zeus_core.optimizer.power_limit.planner`.
 
@@ -193,7 +208,7 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
 
     Args:
         monitor: Measures this process's GPUs; its ``gpus`` are the GPUs whose limit is set.
-        optimum_selector: What "best" means (default: least energy within 10 % of the fastest).
+        optimum_selector: What "best" means (default: ``ZeusCost(0.5)``, Zeus's default).
         wait_steps: Steps to let pass before profiling (e.g. cuDNN autotuning), >= 0.
         warmup_steps: Unmeasured steps after setting each limit, >= 0.
         profile_steps: Most measured steps per limit in the sweep, >= 1 (contenders still tied
@@ -207,6 +222,11 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
             read cost near 1–2 % and counter steps to a fraction of the sample). 0.5–1 s suits
             GPUs whose counter updates every 100 ms (H100) better; 0 reads the counter after
             every step, unsynchronised, as earlier versions did.
+        power_tolerance: Fraction above its limit a measured average power per GPU may be, >= 0
+            (0.05: NVML's limit enforcement and power-sensor accuracy).
+        counter_period_s: Energy-counter update period, s, >= 0 (0.1: an H100's); one update's
+            energy at the limit, spread over the measured time, adds to the tolerance.
+        budget_steps: Most steps before the decision, >= 1 (``None``: Zeus's sweep length).
 
     Raises:
         ZeusConfigError: A bad argument, no GPUs, or GPUs of different models or limit ranges.
