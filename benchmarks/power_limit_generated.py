@@ -49,23 +49,15 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from benchmarks.power_limit_replay import SELECTORS  # noqa: E402  (the same four selectors, same labels)
 from tests.fakes.fake_pynvml import FakeDevice, FakeGPUSpec, FakeNVML, VirtualClock  # noqa: E402
 from zeus_core import console  # noqa: E402
 from zeus_core.device.simulated import MeasuredProfile  # noqa: E402
-from zeus_core.optimizer.power_limit import (  # noqa: E402
-    Energy,
-    LinearCostSelector,
-    MaxSlowdownConstraint,
-    OptimumSelector,
-    PowerLimitMeasurement,
-    Time,
-    ZeusCost,
-)
+from zeus_core.optimizer.power_limit import LinearCostSelector, OptimumSelector, PowerLimitMeasurement  # noqa: E402
 from zeus_core.optimizer.power_limit.generator import GPUS, GpuModel, NoisyRun, StepNoise, generate  # noqa: E402
 
 __all__ = ["Case", "Outcome", "run_grid", "summarize", "main"]
 
-SELECTORS = ("Time", "Energy", "ZeusCost(0.5)", "MaxSlowdown(1.1)")
 EPOCHS = (32, 100, 1000)
 NOISES = {"none": StepNoise.none(), "5% jitter + stalls": StepNoise.realistic()}
 TOLERANCE = 0.01
@@ -131,12 +123,7 @@ class Case:
 
 
 def _selector(label: str) -> OptimumSelector:
-    return {
-        "Time": Time,
-        "Energy": Energy,
-        "ZeusCost(0.5)": lambda: ZeusCost(0.5),
-        "MaxSlowdown(1.1)": lambda: MaxSlowdownConstraint(1.1),
-    }[label]()
+    return SELECTORS[label]()
 
 
 def _zeus_selector(label: str) -> Any:
@@ -337,7 +324,7 @@ def run_case(
 
 def run_grid(
     workloads: Sequence[tuple[str, Behavior]],
-    selectors: Sequence[str] = SELECTORS,
+    selectors: Sequence[str] = tuple(SELECTORS),
     noises: Sequence[str] = tuple(NOISES),
     epochs: Sequence[int] = EPOCHS,
     seed: int = 0,
