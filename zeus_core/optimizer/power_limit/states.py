@@ -11,9 +11,11 @@ Transitions (all made by ``GlobalPowerLimitOptimizer._transition``; "step" means
 
     Ready(limit, steps_left)   --steps_left-th step-->  Warmup(limit) | Profiling(limit)  [sets the limit]
     Warmup(limit, steps_left)  --steps_left-th step-->  Profiling(limit)                  [opens the window]
-    Warmup | Profiling         --on_epoch_end-->        Ready(limit, 1)                   [cancels; max limit]
+    Profiling(limit)           --on_epoch_end-->        Profiling(limit, paused=True)     [keeps the samples]
+    Profiling(paused=True)     --next step-->           Profiling(limit)                  [reopens the window]
     Profiling(limit)           --measurement done-->    Warmup | Profiling (next limit: lower in the
                                                         sweep, or a contender) | Done
+    any but Done               --budget spent-->        Done
 
 A measurement is done after ``profile_steps`` steps (a refinement visit: at the cap of
 :func:`~zeus_core.optimizer.power_limit.planner.visit_cap`), or earlier when the early-stopping rules
