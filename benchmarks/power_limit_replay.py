@@ -134,8 +134,7 @@ def _excess(
     if chosen == optimal:
         return 0.0
     if isinstance(selector, MaxSlowdownConstraint):
-        fastest = min(t for t, _ in truth.values())
-        allowed = selector.factor * fastest
+        allowed = selector.factor * truth[max(truth)][0]  # against the highest limit, as the selector
         return max(truth[chosen][1] / truth[optimal][1] - 1, truth[chosen][0] / allowed - 1)
     assert isinstance(selector, LinearCostSelector)
     ms = [PowerLimitMeasurement(w, 1, t, e, num_gpus=1) for w, (t, e) in truth.items()]

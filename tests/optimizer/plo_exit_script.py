@@ -1,7 +1,9 @@
 """Child process for the restore tests: lowers the limit, then leaves in the way argv[1] says.
 
-Usage: python plo_exit_script.py MODE LOGFILE, with MODE one of ``sigterm`` / ``sigint`` (wait for
-the signal), ``exit`` (return from main without on_train_end), ``crash`` (uncaught exception).
+Usage: python plo_exit_script.py MODE LOGFILE [zeus-loop], with MODE one of ``sigterm`` / ``sigint``
+(wait for the signal), ``exit`` (return from main without on_train_end), ``crash`` (uncaught
+exception). ``zeus-loop``: no ``on_train_begin``, as in Zeus's documented loop (the first epoch
+event begins training).
 Every power-limit change is appended to LOGFILE, one per line, in W.
 """
 
@@ -16,6 +18,7 @@ from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.optimizer.power_limit import Energy, GlobalPowerLimitOptimizer
 
 MODE, LOG = sys.argv[1], sys.argv[2]
+ZEUS_LOOP = sys.argv[3:] == ["zeus-loop"]
 
 
 class LoggedGPU(SimulatedGPU):
@@ -39,7 +42,8 @@ plo = GlobalPowerLimitOptimizer(
     pl_step=50,
     early_stopping=None,
 )
-plo.on_train_begin()
+if not ZEUS_LOOP:
+    plo.on_train_begin()
 plo.on_epoch_begin()
 while gpu.get_power_limit() >= 250:  # profile until the limit is below the original
     plo.on_step_begin()

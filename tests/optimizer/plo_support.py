@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
+from zeus_core import console
 from zeus_core.device.base import PowerLimitConstraints
 from zeus_core.device.simulated import MeasuredProfile, SimulatedGPU, VirtualClock, simulate_steps
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.optimizer.power_limit import GlobalPowerLimitOptimizer
+from zeus_core.optimizer.power_limit.generator import NoisyRun, StepNoise, Workload
 
-__all__ = ["synthetic_profile", "profile_gpus", "make_gpus", "run_steps", "monitor_of"]
+__all__ = [
+    "synthetic_profile",
+    "profile_gpus",
+    "make_gpus",
+    "run_steps",
+    "monitor_of",
+    "FakeTraining",
+    "zeus_loop",
+    "ConsoleLines",
+]
 
 
 def synthetic_profile(name: str = "NVIDIA A40") -> MeasuredProfile:
@@ -81,3 +93,74 @@ def run_steps(
             plo.on_epoch_begin()
     plo.on_epoch_end()
     return limits
+
+
+class FakeTraining:
+    """A generated workload on one fake NVML GPU, stepped by hand on a virtual clock.
+
+    Installs the fake ``pynvml`` and makes window times use its clock (``monkeypatch`` undoes both),
+    so ``ZeusMonitor(gpu_indices=[0])`` finds the fake GPU exactly as a user's code finds a real one.
+    Each :meth:`step` draws the step's time and power under the limit in force.
+    """
+
+    def __init__(self, monkeypatch: Any, workload: Workload, noise: StepNoise, seed: int = 0) -> None:
+        from tests.fakes.fake_pynvml import FakeGPUSpec, FakeNVML
+        from tests.fakes.fake_pynvml import VirtualClock as FakeClock
+        from zeus_core.device import base
+
+        gpu = workload.gpu
+        self.clock = FakeClock()
+        spec = FakeGPUSpec(
+            name=gpu.name, min_limit_w=gpu.min_w, max_limit_w=gpu.max_w, default_limit_w=gpu.max_w
+        )
+        self.fake = FakeNVML([spec], clock=self.clock, root=True).patch(monkeypatch)
+        monkeypatch.setattr(base, "wall_clock", self.clock)
+        self.run = NoisyRun(workload, noise, seed)
+
+    @property
+    def limit_w(self) -> float:
+        """The limit in force on the fake GPU, W."""
+        return self.fake.devices[0].power_limit_mw / 1000
+
+    def step(self) -> None:
+        """One training step: the GPU draws the workload's power for the step's time."""
+        busy_s, power_w, idle_s = self.run.step(self.limit_w)
+        self.fake.set_power(0, power_w)
+        self.clock.advance(busy_s)
+        if idle_s:
+            self.fake.set_power(0, self.run.workload.idle_w)
+            self.clock.advance(idle_s)
+
+    def between_epochs(self, seconds: float = 2.0) -> None:
+        """Evaluation between epochs: time passes at the current limit, outside any step."""
+        self.clock.advance(seconds)
+
+
+def zeus_loop(plo: Any, training: FakeTraining, epochs: int, steps_per_epoch: int) -> None:
+    """Zeus's documented loop (no on_train_begin / on_train_end), as in Zeus's README."""
+    for _ in range(epochs):
+        plo.on_epoch_begin()
+        for _ in range(steps_per_epoch):
+            plo.on_step_begin()
+            training.step()
+            plo.on_step_end()
+        plo.on_epoch_end()
+        training.between_epochs()
+
+
+class ConsoleLines(logging.Handler):
+    """Collects what ``zeus_core.console`` shows (its logger does not propagate to pytest's caplog)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+    def __enter__(self) -> "ConsoleLines":
+        logging.getLogger(console.LOGGER_NAME).addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        logging.getLogger(console.LOGGER_NAME).removeHandler(self)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fakes.fake_pynvml import FakeGPUSpec, FakeNVML, VirtualClock
+from zeus_core.device import base as device_base
 from zeus_core.device.nvidia import PERMISSION_FIX, nvidia_gpus
 from zeus_core.exceptions import ZeusPermissionError
 from zeus_core.monitor.energy import ZeusMonitor
@@ -12,10 +13,14 @@ from zeus_core.optimizer.power_limit import Done, Energy, GlobalPowerLimitOptimi
 
 
 def fake_nvml(monkeypatch: pytest.MonkeyPatch, root: bool) -> tuple[FakeNVML, list[tuple[int, int]]]:
-    """Two fake A40s drawing 200 W; records every (GPU, mW) limit write that NVML accepted."""
-    fake = FakeNVML(
-        [FakeGPUSpec.a40(power_w=200.0), FakeGPUSpec.a40(power_w=200.0)], clock=VirtualClock(), root=root
-    ).patch(monkeypatch)
+    """Two fake A40s drawing 200 W; records every (GPU, mW) limit write that NVML accepted.
+
+    Window times come from the fake's virtual clock too, so average powers are the real ones.
+    """
+    clock = VirtualClock()
+    fake = FakeNVML([FakeGPUSpec.a40(power_w=200.0), FakeGPUSpec.a40(power_w=200.0)], clock=clock, root=root)
+    fake.patch(monkeypatch)
+    monkeypatch.setattr(device_base, "wall_clock", clock)
     writes: list[tuple[int, int]] = []
     real_set = fake.nvmlDeviceSetPowerManagementLimit
 

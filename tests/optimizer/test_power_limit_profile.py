@@ -159,10 +159,10 @@ def test_state_dict_is_json_and_resumes_without_reprofiling() -> None:
     gpus = make_gpus(1)
     plo = optimizer(gpus)
     plo.on_train_begin()
-    run_steps(plo, gpus, 14)  # 300 and 250 W measured; 200 W mid-warm-up... then the epoch ended
+    run_steps(plo, gpus, 14)  # 300 and 250 W measured; 200 W being measured... then the epoch ended
     state = json.loads(json.dumps(plo.state_dict()))
     plo.on_train_end()
-    assert state["version"] == 1 and state["state"]["kind"] == "ready"
+    assert state["version"] == 1 and state["state"]["kind"] == "profiling"  # paused over the boundary
     assert [m["power_limit_w"] for m in state["measurements"]] == [300, 250]
 
     gpus = make_gpus(1)

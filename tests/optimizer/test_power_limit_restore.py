@@ -21,10 +21,10 @@ from zeus_core.optimizer.power_limit import Energy, GlobalPowerLimitOptimizer
 SCRIPT = Path(__file__).parent / "plo_exit_script.py"
 
 
-def start(mode: str, log: Path) -> subprocess.Popen:
+def start(mode: str, log: Path, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, str(SCRIPT), mode, str(log)],
+        [sys.executable, str(SCRIPT), mode, str(log), *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -42,9 +42,10 @@ def limits_set(log: Path) -> list[float]:
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
-def test_sigterm_restores_then_terminates_as_sigterm(tmp_path: Path) -> None:
+@pytest.mark.parametrize("loop", [(), ("zeus-loop",)], ids=["protocol", "zeus-loop"])
+def test_sigterm_restores_then_terminates_as_sigterm(tmp_path: Path, loop: tuple[str, ...]) -> None:
     log = tmp_path / "limits.log"
-    proc = start("sigterm", log)
+    proc = start("sigterm", log, *loop)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGTERM, err
@@ -64,10 +65,11 @@ def test_sigint_restores_then_raises_keyboard_interrupt(tmp_path: Path) -> None:
     assert changes[-1] == 280 and changes.count(280) == 2, changes  # restored exactly once
 
 
+@pytest.mark.parametrize("loop", [(), ("zeus-loop",)], ids=["protocol", "zeus-loop"])
 @pytest.mark.parametrize("mode", ["exit", "crash"])
-def test_interpreter_exit_restores(tmp_path: Path, mode: str) -> None:
+def test_interpreter_exit_restores(tmp_path: Path, mode: str, loop: tuple[str, ...]) -> None:
     log = tmp_path / "limits.log"
-    proc = start(mode, log)
+    proc = start(mode, log, *loop)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == (0 if mode == "exit" else 1), err
     assert limits_set(log)[-1] == 280

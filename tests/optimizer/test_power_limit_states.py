@@ -43,7 +43,7 @@ def test_the_constructor_only_validates_and_stores() -> None:
     assert monitor.open_windows == []
     assert plo.power_limits == [300, 275, 250, 225, 200, 175, 150, 125, 100]
     assert plo.state == Ready(300, 2)
-    assert isinstance(plo.optimum_selector, MaxSlowdownConstraint) and plo.optimum_selector.factor == 1.1
+    assert isinstance(plo.optimum_selector, ZeusCost) and plo.optimum_selector.eta_knob == 0.5  # Zeus's
 
 
 def test_exhaustive_sweep_visits_every_limit_in_order() -> None:
@@ -76,26 +76,30 @@ def test_the_selector_decides_and_the_optimum_stays_set(selector, optimum: float
     plo.on_train_end()
 
 
-def test_epoch_end_during_warmup_and_measurement_redoes_that_limit() -> None:
+def test_a_measurement_spans_epoch_boundaries_without_counting_the_time_between() -> None:
     gpus = make_gpus(1)
     plo = exhaustive(gpus, profile_steps=4)
     monitor = plo.monitor
     plo.on_train_begin()
     # Epoch 1 ends after 9 steps: wait (1), 300 W warm-up (2) + measured (4), 250 W warm-up (2).
     limits = run_steps(plo, gpus, 9)
-    assert plo.state == Ready(250, 1)
-    assert gpus[0].get_power_limit() == 300  # back at the maximum between epochs
+    assert plo.state == Warmup(250, 1) and gpus[0].get_power_limit() == 250  # the warm-up goes on
     assert [m.power_limit_w for m in plo.measurements] == [300]
-    # Epoch 2 ends 4 steps in: 250 W warm-up (2) + 2 of 4 measured steps -> cancelled.
-    limits += run_steps(plo, gpus, 4)
-    assert plo.state == Ready(250, 1) and monitor.open_windows == []
-    assert [m.power_limit_w for m in plo.measurements] == [300]
-    # Epoch 3 is long enough: 250 W is profiled from scratch, with 4 measured steps.
+    gpus[0].clock.advance(30.0)  # evaluation between epochs: not measured
+    # Epoch 2 ends 3 steps in: the last warm-up step, then 250 W's measured steps 1-2 (one sample)
+    # and step 3, whose sample the epoch end cuts: that step is dropped (it may hold evaluation).
+    limits += run_steps(plo, gpus, 3)
+    assert isinstance(plo.state, Profiling) and plo.state.paused and plo.state.steps == 2
+    assert monitor.open_windows == []
+    gpus[0].clock.advance(30.0)
+    # Epoch 3: 250 W's last 2 steps, then the rest of the sweep; nothing is measured twice.
     limits += run_steps(plo, gpus, 30)
     assert [m.power_limit_w for m in plo.measurements] == [300, 250, 200, 150, 100]
-    assert all(m.steps == 4 for m in plo.measurements)
-    assert limits[:13] == [300.0] * 7 + [250.0] * 2 + [250.0] * 4
-    assert limits[13:19] == [250.0] * 6
+    # The dropped step counts against the budget (Zeus's sweep: 31 steps), so 100 W gets 3 steps.
+    assert [m.steps for m in plo.measurements] == [4, 4, 4, 4, 3]
+    assert plo.measurements[1].time_per_step_s == pytest.approx(0.20)  # the 60 s between epochs left out
+    assert limits[:14] == [300.0] * 7 + [250.0] * 7
+    assert plo.steps_used == 1 + 6 * 5 and plo.optimal_power_limit_w == 200  # epochs of 9 and 3 steps
     plo.on_train_end()
 
 
@@ -223,11 +227,16 @@ def test_events_outside_training_are_ignored_with_one_warning(caplog) -> None:
     gpus = make_gpus(1)
     plo = exhaustive(gpus)
     with caplog.at_level(logging.WARNING):
+        plo.on_step_end()
+        plo.on_epoch_end()  # ends begin nothing
+        assert plo.state == Ready(300, 2) and gpus[0].get_power_limit() == 300
+        plo.on_step_begin()  # the first step event begins training (Zeus's loop)
+        assert plo.state == Ready(300, 1)
+        plo.on_train_end()
+        plo.on_step_begin()  # after the restore, nothing begins again
         plo.on_step_begin()
-        plo.on_step_begin()
-        plo.on_epoch_end()
-    assert plo.state == Ready(300, 2) and gpus[0].get_power_limit() == 300
-    assert len([r for r in caplog.records if "outside training" in r.message]) == 1
+    assert plo.state == Ready(300, 1) and gpus[0].get_power_limit() == 300
+    assert len([r for r in caplog.records if "outside training" in r.message]) == 2
 
 
 def test_progress_is_logged_per_limit_and_for_the_decision(caplog) -> None:

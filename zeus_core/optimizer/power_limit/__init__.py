@@ -6,7 +6,9 @@ keeps the best one set; the optimum selectors (:class:`Time`, :class:`Energy`,
 what "best" means. Modules: ``optimizer`` (the callback), ``selectors``, ``planner`` (what to
 profile next, and the early-stopping rules), ``measurement`` (per-limit results, early-stopping
 knobs), ``sampling`` (how measurements are cut into samples read once from the energy counter),
-``states`` (the state machine's states), ``profile`` (the JSON profile file).
+``states`` (the state machine's states), ``profile`` (the JSON profile file), ``generator``
+(generated profiles: a physical model of GPUs under a power cap, with noise, for development
+and benchmarks).
 
 Example:
     >>> from zeus_core import ZeusMonitor  # doctest: +SKIP

@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import functools
 import math
+import statistics
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping, Sequence
 
 from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
 
-__all__ = ["PowerLimitMeasurement", "EarlyStopping"]
-
-_COUNTS = ("num_gpus", "samples")
+__all__ = ["PowerLimitMeasurement", "EarlyStopping", "drop_stalls"]
 
 
 @dataclass(frozen=True)
@@ -77,14 +76,14 @@ class PowerLimitMeasurement:
             "covariance_js",
         ):
             object.__setattr__(self, name, float(getattr(self, name)))
-        if self.samples is None:
-            object.__setattr__(self, "samples", self.steps)
+        samples = self.steps if self.samples is None else self.samples
+        object.__setattr__(self, "samples", samples)
         if (
             self.steps < 1
             or self.time_per_step_s <= 0
             or self.energy_per_step_j < 0
             or self.num_gpus < 1
-            or not 1 <= self.samples <= self.steps
+            or not 1 <= samples <= self.steps
         ):
             raise ZeusProfileError(
                 f"PowerLimitMeasurement at {self.power_limit_w} W: need steps >= 1, time > 0, energy >= 0, "
@@ -246,15 +245,17 @@ class PowerLimitMeasurement:
         known = {f.name for f in fields(cls)}
         try:
             kwargs = {k: v for k, v in data.items() if k in known}
+            samples = kwargs.get("samples")
             return cls(
-                power_limit_w=float(kwargs.pop("power_limit_w")),
-                steps=int(kwargs.pop("steps")),
-                time_per_step_s=float(kwargs.pop("time_per_step_s")),
-                energy_per_step_j=float(kwargs.pop("energy_per_step_j")),
-                **{
-                    k: (float(v) if k not in _COUNTS else None if v is None else int(v))
-                    for k, v in kwargs.items()
-                },
+                power_limit_w=float(kwargs["power_limit_w"]),
+                steps=int(kwargs["steps"]),
+                time_per_step_s=float(kwargs["time_per_step_s"]),
+                energy_per_step_j=float(kwargs["energy_per_step_j"]),
+                time_var_s2=float(kwargs.get("time_var_s2", 0.0)),
+                energy_var_j2=float(kwargs.get("energy_var_j2", 0.0)),
+                covariance_js=float(kwargs.get("covariance_js", 0.0)),
+                num_gpus=int(kwargs.get("num_gpus", 1)),
+                samples=None if samples is None else int(samples),
             )
         except (KeyError, TypeError, ValueError) as e:
             if isinstance(e, ZeusProfileError):
@@ -276,6 +277,49 @@ class PowerLimitMeasurement:
             f"{self.power_limit_w:g} W: {self.time_per_step_s:.4f} s/step, {self.average_power_w:.1f} W, "
             f"{self.energy_per_step_j:.2f} J/step ({self.steps} steps{grouped}, ±{rel:.1f} % time s.e.)"
         )
+
+
+def drop_stalls(
+    times_s: Sequence[float],
+    energies_j: Sequence[float],
+    steps: Sequence[int],
+    stall_ratio: float = 0.25,
+) -> tuple[list[float], list[float], list[int]]:
+    """The samples without stalls: those whose time per step is far above the visit's median.
+
+    A stall (a data-loader hiccup, a checkpoint write, a garbage collection) makes a step slower
+    whatever the power limit, so it says nothing about the limit and, pooled into a mean, can
+    flip a decision. A sample is a stall when its time per step exceeds the median by more than
+    ``stall_ratio`` of the median and by more than five robust standard deviations (1.4826 ×
+    the median absolute deviation), so ordinary jitter is never dropped. Only slow samples are
+    dropped (stalls never make steps faster), fewer than half of them (the median's breakdown
+    point), and only where there are at least three samples to take a median of.
+
+    Args:
+        times_s: Time of each sample, s.
+        energies_j: Energy of each sample, J.
+        steps: Steps in each sample.
+        stall_ratio: Smallest excess over the median time per step that counts as a stall (0.25: 25 %).
+
+    Returns:
+        The kept samples' times, energies and steps, in their order.
+
+    Example:
+        >>> drop_stalls([1.0, 1.02, 0.98, 3.0, 1.01], [10, 10, 10, 11, 10], [1, 1, 1, 1, 1])[0]
+        [1.0, 1.02, 0.98, 1.01]
+    """
+    kept = (list(times_s), list(energies_j), list(steps))
+    if len(times_s) < 3:
+        return kept
+    per_step = [t / n for t, n in zip(times_s, steps)]
+    median = statistics.median(per_step)
+    mad = statistics.median(abs(x - median) for x in per_step)
+    limit = median + max(stall_ratio * median, 5 * 1.4826 * mad)
+    stalls = [i for i, x in enumerate(per_step) if x > limit]
+    if not stalls or 2 * len(stalls) >= len(per_step):
+        return kept
+    keep = [i for i in range(len(per_step)) if i not in stalls]
+    return [times_s[i] for i in keep], [energies_j[i] for i in keep], [steps[i] for i in keep]
 
 
 def _t_central(t: float, dof: int) -> float:

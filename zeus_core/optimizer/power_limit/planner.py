@@ -21,8 +21,8 @@ energy counter and lasting at least ``min_sample_s`` (one step where steps are t
    (:class:`MaxSlowdownConstraint`).
 2. *Refinement.* Only the contenders — limits whose cost is not significantly worse than the
    best's, given the confidence intervals — are measured again (warm-up, then more steps added
-   to their earlier samples), fewest-steps first, in rounds: a visit takes a limit up to the
-   next multiple of ``profile_steps`` measured steps, never beyond ``max_refine_steps``
+   to their earlier samples), fewest-steps first, in rounds: a visit adds up to
+   ``profile_steps`` measured steps (at least ``min_steps``), never beyond ``max_refine_steps``
    (:meth:`EarlyStopping.refine_cap`, 3 × ``profile_steps`` by default) in all
    (:func:`visit_cap`). A contender's measurement stops early once it is tight enough
    (confidence half-widths of time per step and of average power within ``rel_tol``, 0.5 % by
@@ -113,12 +113,12 @@ def candidate_limits(max_w: float, min_w: float, step_w: float) -> list[float]:
 def visit_cap(prior: PowerLimitMeasurement | None, profile_steps: int, rule: EarlyStopping | None) -> int:
     """Most measured steps a limit may have in all at the end of its current visit.
 
-    A first visit (survey or exhaustive sweep, ``prior`` is ``None``) and refinement below
-    ``profile_steps`` stop at ``profile_steps``. Refinement beyond it goes in rounds: up to the
-    next multiple of ``profile_steps``, at most :meth:`EarlyStopping.refine_cap`. A limit whose
-    ``profile_steps`` held fewer than ``min_samples`` samples (steps too short for
-    ``min_sample_s``) cannot be judged, so it is not measured beyond ``profile_steps`` either
-    (the optimizer warns to raise ``profile_steps``).
+    A first visit (survey or exhaustive sweep, ``prior`` is ``None``) stops at ``profile_steps``.
+    A refinement visit adds up to ``profile_steps`` steps to the limit's earlier ones (each
+    visit costs ``warmup_steps`` unmeasured steps, so visits are never short), and no limit gets
+    more than :meth:`EarlyStopping.refine_cap` in all. A limit whose ``profile_steps`` held fewer
+    than ``min_samples`` samples (steps too short for ``min_sample_s``) cannot be judged, so it
+    is not measured beyond ``profile_steps`` (the optimizer warns to raise ``profile_steps``).
 
     Args:
         prior: The limit's measurement before this visit (``None`` for a first visit).
@@ -127,14 +127,15 @@ def visit_cap(prior: PowerLimitMeasurement | None, profile_steps: int, rule: Ear
 
     Example:
         >>> from zeus_core.optimizer.power_limit.measurement import EarlyStopping
-        >>> [visit_cap(PowerLimitMeasurement(250, n, 0.3, 75.0), 40, EarlyStopping()) for n in (10, 40, 85, 120)]
-        [40, 80, 120, 120]
+        >>> rule = EarlyStopping()
+        >>> [visit_cap(PowerLimitMeasurement(250, n, 0.3, 75.0), 40, rule) for n in (10, 40, 85, 120)]
+        [50, 80, 120, 120]
     """
-    if rule is None or prior is None or prior.steps < profile_steps:
+    if rule is None or prior is None:
         return profile_steps
-    if prior.samples < rule.min_samples:  # type: ignore[operator]  # never None after __post_init__
+    if prior.steps >= profile_steps and prior.samples < rule.min_samples:  # type: ignore[operator]
         return max(profile_steps, prior.steps)
-    return min(rule.refine_cap(profile_steps), (prior.steps // profile_steps + 1) * profile_steps)
+    return min(rule.refine_cap(profile_steps), prior.steps + profile_steps)
 
 
 def next_action(
@@ -163,8 +164,10 @@ def next_action(
     reason = reason or f"every limit down to {lowest:g} W was profiled"
     if rule is not None and selector.supports_early_stopping:
         contenders = selector.contenders(measurements, rule)
-        unsure = [
-            m for m in contenders if m.steps < visit_cap(m, profile_steps, rule) and not rule.is_tight(m)
+        unsure = [  # a visit worth its warm-up: at least min_steps more measured steps
+            m
+            for m in contenders
+            if visit_cap(m, profile_steps, rule) - m.steps >= rule.min_steps and not rule.is_tight(m)
         ]
         if len(contenders) > 1 and unsure and not selector.settled(measurements, rule):
             target = min(unsure, key=lambda m: (m.steps, -m.power_limit_w))

@@ -159,14 +159,36 @@ class SampleWindow(LocalSamples):
         self.name = name
         self.sync = sync
         self.start_s = monitor.clock()
-        """The monitor's clock when the window began, s."""
+        """The monitor's clock when the window (or its latest segment) began, s."""
+        self.segment_start = 0
+        """Measured steps of the visit before the current segment (see :meth:`pause`)."""
+        self.open = True
+        """Whether the monitor window is open (``False`` between epochs)."""
+
+    def pause(self) -> int:
+        """End the segment at an epoch boundary: the open sample's steps are dropped, unread.
+
+        The time between epochs (evaluation, checkpoints) is not part of any sample, so a limit's
+        measurement may span epochs. Returns the measured steps kept (the last sample's end).
+        """
+        self.monitor.end_window(self.name, cancel=True)
+        self.open = False
+        return self.boundary_step
+
+    def resume(self) -> None:
+        """Start a new segment at the next step (the window is begun again; readings restart at 0)."""
+        self.monitor.begin_window(self.name)
+        self.open = True
+        self.start_s = self.monitor.clock()
+        self.segment_start = self.boundary_step
+        self.last_time_s = self.last_energy_j = 0.0
 
     def first_sample_ends(self, steps: int, min_sample_s: float) -> bool:
-        """Rule 1: whether the first sample ends after measured step ``steps``.
+        """Rule 1: whether the first sample ends after measured step ``steps`` (of the segment).
 
         Only at powers of two, where it costs one all-reduce (max) of a clock reading.
         """
-        if steps & (steps - 1):
+        if steps < 1 or steps & (steps - 1):
             return False
         (elapsed,) = distributed.all_reduce([self.monitor.clock() - self.start_s], "max")
         return elapsed >= min_sample_s
@@ -183,6 +205,7 @@ class SampleWindow(LocalSamples):
         """
         if last:
             reading = self.monitor.end_window(self.name)
+            self.open = False
         else:
             reading = self.monitor.read_window(self.name, sync_execution=self.sync)
         self.add(reading, steps)
@@ -193,6 +216,8 @@ class SampleWindow(LocalSamples):
         times, energies, steps = self.take()
         return distributed.all_reduce(times, "max"), distributed.all_reduce(energies, "sum"), steps
 
-    def end(self) -> Measurement:
-        """End the window now (synchronised) and return its totals on this rank."""
-        return self.monitor.end_window(self.name)
+    def close(self) -> None:
+        """End the window, if open, without reading it (its samples are already taken)."""
+        if self.open:
+            self.monitor.end_window(self.name, cancel=True)
+            self.open = False

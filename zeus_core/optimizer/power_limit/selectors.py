@@ -296,21 +296,25 @@ class ZeusCost(LinearCostSelector):
 
 
 class MaxSlowdownConstraint(OptimumSelector):
-    """The least energy among limits whose time per step is within ``factor`` of the fastest.
+    """The least energy among limits whose time per step is within ``factor`` of the highest limit's.
+
+    As in Zeus, the slowdown is measured against the highest profiled limit (the GPU's default:
+    how the job runs without the optimizer). Comparing with the fastest *measured* limit instead
+    would tighten the bound by the noise of the minimum of several estimates.
 
     * Sweep: done once the last ``rule.patience`` limits are each significantly slower than
-      ``factor`` × the fastest (assuming time per step does not fall as the limit falls, apart
+      ``factor`` × the reference (assuming time per step does not fall as the limit falls, apart
       from bumps shorter than the patience), or once energy rose as in :class:`Energy` compared
       with the best feasible limit.
     * Contenders: limits that may be feasible and whose energy is not significantly above the
-      best feasible one's, plus the fastest limit when the feasibility of one of them (the best
-      one included) is unsure.
+      best feasible one's, plus the reference limit when the feasibility of one of them (the
+      best one included) is unsure.
     * Settled: at the rule's confidence, the best feasible limit is no slower than ``1 +
-      rule.tie_tol`` times the allowed slowdown (``factor`` × the fastest) and its energy is less
-      than ``rule.tie_tol`` above every other contender's.
+      rule.tie_tol`` times the allowed slowdown (``factor`` × the reference) and its energy is
+      less than ``rule.tie_tol`` above every other contender's.
 
     Args:
-        factor: Allowed slowdown, >= 1 (1.1: at most 10 % slower than the fastest limit).
+        factor: Allowed slowdown, >= 1 (1.1: at most 10 % slower than at the highest limit).
 
     Raises:
         ZeusConfigError: ``factor < 1``.
@@ -331,10 +335,15 @@ class MaxSlowdownConstraint(OptimumSelector):
             )
         self.factor = float(factor)
 
+    @staticmethod
+    def reference(measurements: Measurements) -> PowerLimitMeasurement:
+        """The measurement the slowdown is relative to: the highest limit's."""
+        return max(measurements, key=lambda m: m.power_limit_w)
+
     def feasible(self, measurements: Measurements) -> list[PowerLimitMeasurement]:
-        """Measurements whose time per step is within ``factor`` of the fastest one."""
-        fastest = min(m.time_per_step_s for m in measurements)
-        return [m for m in measurements if m.time_per_step_s <= self.factor * fastest]
+        """Measurements whose time per step is within ``factor`` of the highest limit's."""
+        allowed = self.factor * self.reference(measurements).time_per_step_s
+        return [m for m in measurements if m.time_per_step_s <= allowed]
 
     def _best(self, measurements: Measurements) -> PowerLimitMeasurement:
         return min(self.feasible(measurements), key=lambda m: m.energy_per_step_j)
@@ -373,12 +382,12 @@ class MaxSlowdownConstraint(OptimumSelector):
         """See :meth:`OptimumSelector.sweep_done` (rules in the class docstring)."""
         if len(measurements) <= rule.patience:
             return None
-        fastest = min(measurements, key=lambda m: m.time_per_step_s)
+        fastest = self.reference(measurements)
         tail = measurements[-rule.patience :]
         if all(self._slower(m, fastest, rule, self.factor) for m in tail):
             return (
                 f"the last {rule.patience} limit(s) ({'/'.join(f'{m.power_limit_w:g}' for m in tail)} W) are "
-                f"significantly slower than {self.factor:g} × the fastest ({fastest.power_limit_w:g} W)"
+                f"significantly slower than {self.factor:g} × the highest ({fastest.power_limit_w:g} W)"
             )
         return _patience_reason(measurements, self._best(measurements), 1.0, 0.0, rule, "energy")
 
@@ -386,7 +395,7 @@ class MaxSlowdownConstraint(OptimumSelector):
         """See :meth:`OptimumSelector.contenders` (rules in the class docstring)."""
         if not measurements:
             return []
-        fastest = min(measurements, key=lambda m: m.time_per_step_s)
+        fastest = self.reference(measurements)
         best = self._best(measurements)
         out = [
             m
@@ -403,7 +412,7 @@ class MaxSlowdownConstraint(OptimumSelector):
         """See :meth:`OptimumSelector.settled` (rules in the class docstring)."""
         if not measurements or rule.tie_tol <= 0:
             return False
-        fastest = min(measurements, key=lambda m: m.time_per_step_s)
+        fastest = self.reference(measurements)
         best = self._best(measurements)
         others = [m for m in self.contenders(measurements, rule) if m is not best]
         strict = _per_comparison(rule, len(others) + (best is not fastest))

@@ -11,9 +11,11 @@ Transitions (all made by ``GlobalPowerLimitOptimizer._transition``; "step" means
 
     Ready(limit, steps_left)   --steps_left-th step-->  Warmup(limit) | Profiling(limit)  [sets the limit]
     Warmup(limit, steps_left)  --steps_left-th step-->  Profiling(limit)                  [opens the window]
-    Warmup | Profiling         --on_epoch_end-->        Ready(limit, 1)                   [cancels; max limit]
+    Profiling(limit)           --on_epoch_end-->        Profiling(limit, paused=True)     [keeps the samples]
+    Profiling(paused=True)     --next step-->           Profiling(limit)                  [reopens the window]
     Profiling(limit)           --measurement done-->    Warmup | Profiling (next limit: lower in the
                                                         sweep, or a contender) | Done
+    any but Done               --budget spent-->        Done
 
 A measurement is done after ``profile_steps`` steps (a refinement visit: at the cap of
 :func:`~zeus_core.optimizer.power_limit.planner.visit_cap`), or earlier when the early-stopping rules
@@ -78,6 +80,7 @@ class Profiling:
         sample_steps: Steps in each such sample.
         steps_per_sample: Steps per sample agreed by every rank (0 until the first sample of
             the visit has ended).
+        paused: An epoch ended mid-measurement; the measurement continues at the next step.
     """
 
     power_limit_w: float
@@ -87,6 +90,7 @@ class Profiling:
     refine: bool = False
     sample_steps: tuple[int, ...] = ()
     steps_per_sample: int = 0
+    paused: bool = False
 
 
 @dataclass(frozen=True)
