@@ -313,7 +313,7 @@ class GpuTrack:
     def fail(self, error: ZeusError) -> None:
         """Stop sampling this GPU; every pending and future edge gets ``error``."""
         self.error = ZeusDeviceError(
-            f"{self.gpu.describe()}: reading it failed, so the energy of windows open on it is "
+            f"GPU {self.gpu.index}: reading it failed, so the energy of windows open on it is "
             f"unknown ({error}). Windows on the other GPUs are unaffected."
         )
         logger.warning("%s", self.error)
@@ -403,8 +403,14 @@ class BackgroundReader:
         while not stop.is_set():
             start = time.monotonic()
             for track in list(self._tracks.values()):
-                track.sample()
-                if track.resolve():
+                try:
+                    track.sample()
+                    resolved = track.resolve()
+                except Exception as e:  # noqa: BLE001 (the thread must outlive any one GPU's failure)
+                    error = e if isinstance(e, ZeusError) else ZeusDeviceError(f"{type(e).__name__}: {e}")
+                    track.fail(error)
+                    continue
+                if resolved:
                     with track.cond:
                         track.cond.notify_all()
             self.rounds += 1
