@@ -325,4 +325,4 @@ def test_overhead_benchmark_quick_mode_runs() -> None:
     assert proc.returncode in (0, 1), proc.stderr  # 1: target missed on a noisy machine; not a crash
     out = proc.stdout
     assert "zeus-suite" in out and "zeus 0.16" in out
-    assert "NVML calls 2 vs 2" in out and "NVML calls 16 vs 16" in out  # no more NVML calls than zeus
+    assert "NVML calls 0 vs 2" in out and "NVML calls 0 vs 16" in out  # none on the caller's thread

@@ -22,12 +22,12 @@ from zeus_core.monitor.measurement import Measurement
 from zeus_core.monitor.reader import (
     DEFAULT_INTERVAL_S,
     BackgroundReader,
-    Edge,
     GpuTrack,
     PendingGpuEnergy,
-    reader_generation,
+    Stamp,
     shared_reader,
 )
+from zeus_core.monitor import reader as _reader
 
 if TYPE_CHECKING:
     from zeus_core.monitor.power import PowerMonitor
@@ -44,7 +44,7 @@ class _Unresolved:
     """Sentinel for "sync function not looked up yet" (a class, so it survives pickling by identity)."""
 
 
-_Window = tuple[float, Sequence[float], Sequence[CpuEnergy], Sequence[Edge]]
+_Window = tuple[float, Sequence[float], Sequence[CpuEnergy], Stamp | None]
 
 
 def _new_measurement(
@@ -206,9 +206,10 @@ class ZeusMonitor:
         self._power_interval = power_sample_interval_s or 0.1
         self._reader_interval = power_sample_interval_s or DEFAULT_INTERVAL_S
         self._tracks: list[GpuTrack] = []
-        self._generation = reader_generation()
-        self._attach()
+        self._appends: list[Callable[[Stamp], None]] = []
         self._order = tuple(g.index for g in self.gpus)
+        self._generation = _reader.generation
+        self._attach()
         self._cpu_idx = [c.index for c in self.cpus]
         self._dram_idx = [c.index for c in self.cpus if c.has_dram]
         self._cpu_read = tuple(c.get_energy for c in self.cpus)
@@ -254,13 +255,15 @@ class ZeusMonitor:
             old.detach()  # forked: the old tracks belong to the parent's reader
         reader = shared_reader()
         self._tracks = [reader.attach(g, self._reader_interval) for g in self._background]
+        self._appends = [track.incoming.append for track in self._tracks]
+        self._finalizing = (self._order, [(track.gpu.index, track) for track in self._tracks], _FINALIZE_TIMEOUT_S)
         # A monitor dropped without close() must not keep the reader polling its GPUs.
         self._release = weakref.finalize(self, _release_tracks, reader, list(self._tracks), self._reader_interval)
         self._estimated_idx = frozenset(
             [g.index for g in self._estimated] + [t.gpu.index for t in self._tracks if t.estimated]
         )
         self._interpolated_idx = frozenset(t.gpu.index for t in self._tracks if t.interpolated)
-        self._generation = reader_generation()
+        self._generation = _reader.generation
 
     def _resolve_sync(self) -> Callable[[], None] | None:
         real = [g.index for g in self.gpus if not g.simulated]
@@ -321,17 +324,22 @@ class ZeusMonitor:
             self._ensure_power_monitor()
         if self._log_writer is None and self._log_path is not None:
             self._open_log()  # a bad log file fails here, before any measurement could be lost
-        if self._generation != reader_generation():
+        if self._generation != _reader.generation:
             self._attach()  # forked: this process needs its own reader thread
         if sync_execution:
             self._sync_now()
-        cpu_read = self._cpu_read
+        counter_read, cpu_read, appends = self._counter_read, self._cpu_read, self._appends
         t = self._clock()
+        stamp = None
+        if appends:  # hand t to the reader of each background-read GPU (deque appends, no device call)
+            stamp = Stamp(t)
+            for append in appends:
+                append(stamp)
         windows[name] = (
             t,
-            [read() for read in self._counter_read],
+            [read() for read in counter_read] if counter_read else _NO_READINGS,
             [read() for read in cpu_read] if cpu_read else _NO_READINGS,
-            [track.edge(t) for track in self._tracks] if self._tracks else _NO_READINGS,
+            stamp,
         )
 
     def end_window(self, name: str, sync_execution: bool = True, cancel: bool = False) -> Measurement:
@@ -423,12 +431,15 @@ class ZeusMonitor:
         )
 
     def _measure(self, name: str, start: _Window) -> Measurement:
-        t0, gpu_start, cpu_start, edges = start
+        t0, gpu_start, cpu_start, begin = start
         t1 = self._clock()
-        gpu_energy = {i: read() - s for i, read, s in zip(self._counter_idx, self._counter_read, gpu_start)}
         estimated = self._estimated_idx
-        if self.approx_instant_energy and gpu_energy:
-            gpu_energy, estimated = self._approximate_zeros(gpu_energy, t1 - t0)
+        if gpu_start:
+            gpu_energy = {i: read() - s for i, read, s in zip(self._counter_idx, self._counter_read, gpu_start)}
+            if self.approx_instant_energy:
+                gpu_energy, estimated = self._approximate_zeros(gpu_energy, t1 - t0)
+        else:
+            gpu_energy = {}
         if self._estimated:
             pm = self._power_monitor
             assert pm is not None  # started in begin_window
@@ -443,9 +454,11 @@ class ZeusMonitor:
                 if now.dram_j is not None and s.dram_j is not None:
                     dram_energy[idx] = now.dram_j - s.dram_j
         pending = None
-        if edges:
-            parts = [(tr.gpu.index, tr, e0, tr.edge(t1)) for tr, e0 in zip(self._tracks, edges)]
-            pending = PendingGpuEnergy(self._order, gpu_energy, parts, name, _FINALIZE_TIMEOUT_S)
+        if begin is not None:
+            end = Stamp(t1)
+            for append in self._appends:
+                append(end)
+            pending = PendingGpuEnergy(self._finalizing, gpu_energy, begin, end, name)
         return _new_measurement(
             t1 - t0,
             gpu_energy,
@@ -550,13 +563,13 @@ class ZeusMonitor:
         """Release this monitor's GPUs from the reader, once their pending windows are final."""
         if not self._tracks:
             return
-        if self._generation == reader_generation():
+        if self._generation == _reader.generation:
             for track in self._tracks:
                 track.wait(track.outstanding(), timeout_s=_FINALIZE_TIMEOUT_S)  # windows ended before close
             self._release()
         else:
             self._release.detach()  # forked: the tracks belong to the parent's reader
-        self._tracks = []
+        self._tracks, self._appends = [], []
 
     def __enter__(self) -> "ZeusMonitor":
         return self

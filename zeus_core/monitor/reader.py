@@ -34,7 +34,7 @@ from typing import Iterable, Sequence
 from zeus_core.device.base import GPU, wall_clock
 from zeus_core.exceptions import ZeusDeviceError, ZeusError
 
-__all__ = ["BackgroundReader", "GpuTrack", "Edge", "PendingGpuEnergy", "shared_reader", "reader_generation"]
+__all__ = ["BackgroundReader", "GpuTrack", "Stamp", "PendingGpuEnergy", "shared_reader", "generation"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,26 +47,21 @@ _STALE_PERIODS = 3.0  # a counter unchanged this many periods after t: no energy
 _DEFAULT_PERIOD_S = 0.5  # assumed counter period until two ticks have been seen
 
 
-class Edge:
-    """A timestamp whose counter value ``V(t)`` the reader resolves.
+class Stamp:
+    """A timestamp (a window's begin or end) whose counter value ``V(t)`` each GPU's track fills in.
+
+    One stamp serves every GPU of a window, so a window costs one object however many GPUs it has.
 
     Attributes:
         t: Wall-clock time, s.
-        value: ``V(t)``, J, once resolved (else ``None``).
-        error: Why it cannot be resolved (the GPU failed), else ``None``.
+        values: Per track, ``V(t)`` in J once resolved, or the error that made it unknowable.
     """
 
-    __slots__ = ("t", "value", "error")
+    __slots__ = ("t", "values")
 
     def __init__(self, t: float) -> None:
         self.t = t
-        self.value: float | None = None
-        self.error: ZeusError | None = None
-
-    @property
-    def done(self) -> bool:
-        """Whether ``value`` or ``error`` is set."""
-        return self.value is not None or self.error is not None
+        self.values: dict[GpuTrack, float | ZeusError] = {}
 
 
 def _integral(ts: Sequence[float], ws: Sequence[float], a: float, b: float) -> float:
@@ -99,8 +94,8 @@ def _integral(ts: Sequence[float], ws: Sequence[float], a: float, b: float) -> f
 class GpuTrack:
     """What the reader knows about one GPU: counter ticks, power samples and pending edges.
 
-    Callers only call :meth:`edge` (lock-free) and :meth:`wait`; everything else runs on the
-    reader's thread.
+    Callers only append stamps to :attr:`incoming` (lock-free), and call :meth:`value` and
+    :meth:`wait`; everything else runs on the reader's thread.
 
     Attributes:
         gpu: The device.
@@ -122,8 +117,8 @@ class GpuTrack:
         self.error: ZeusError | None = None
         self.period_s: float | None = None
         self.cond = threading.Condition()
-        self.incoming: deque[Edge] = deque()
-        self._pending: list[Edge] = []
+        self.incoming: deque[Stamp] = deque()  # appended by callers, drained by the reader
+        self._pending: list[Stamp] = []
         self._tick_t: list[float] = []
         self._tick_c: list[float] = []
         self._pow_t: list[float] = []
@@ -155,26 +150,28 @@ class GpuTrack:
         return self.has_counter and not self.has_power
 
     # -- caller side ------------------------------------------------------------------------------
-    def edge(self, t: float) -> Edge:
-        """Ask for ``V(t)``; returns at once (a deque append, no device call)."""
-        e = Edge(t)
-        if self.error is not None:
-            e.error = self.error
-        else:
-            self.incoming.append(e)
-        return e
+    def outstanding(self) -> list[Stamp]:
+        """Stamps asked for and not resolved yet (by any monitor)."""
+        return [s for s in (*self.incoming, *self._pending) if self not in s.values]
 
-    def outstanding(self) -> list[Edge]:
-        """Edges asked for and not resolved yet (by any monitor)."""
-        return [e for e in (*self.incoming, *self._pending) if not e.done]
-
-    def wait(self, edges: Iterable[Edge], timeout_s: float) -> bool:
-        """Wait until every edge is resolved or failed; ``False`` on timeout."""
-        todo = [e for e in edges if not e.done]
+    def wait(self, stamps: Iterable[Stamp], timeout_s: float) -> bool:
+        """Wait until every stamp has this GPU's value (or error); ``False`` on timeout."""
+        todo = [s for s in stamps if self not in s.values]
         if not todo:
             return True
         with self.cond:
-            return self.cond.wait_for(lambda: all(e.done for e in todo), timeout_s)
+            return self.cond.wait_for(lambda: all(self in s.values for s in todo), timeout_s)
+
+    def value(self, stamp: Stamp) -> float | None:
+        """``V(stamp.t)``, J, or ``None`` while unresolved.
+
+        Raises:
+            ZeusError: This GPU failed, so the value is unknowable.
+        """
+        v = stamp.values.get(self)
+        if isinstance(v, ZeusError):
+            raise v
+        return v
 
     # -- reader side ------------------------------------------------------------------------------
     def sample(self) -> None:
@@ -234,7 +231,7 @@ class GpuTrack:
             self._trim_power()
 
     def _trim_power(self) -> None:
-        keep_from = self._pending[0].t if self._pending else self._pow_t[-1]
+        keep_from = min((s.t for s in self._pending), default=self._pow_t[-1])
         if self.has_counter and len(self._tick_t) >= 3:
             keep_from = min(keep_from, self._tick_t[-3])
         cut = min(bisect.bisect_left(self._pow_t, keep_from) - 1, len(self._pow_t) // 2)
@@ -244,20 +241,23 @@ class GpuTrack:
                 del self._cum_j[:cut]
 
     def resolve(self) -> bool:
-        """Resolve the pending edges the samples now allow; ``True`` if any was."""
+        """Resolve the pending stamps the samples now allow; ``True`` if any was."""
         incoming = self.incoming
         while incoming:
             self._pending.append(incoming.popleft())
         if not self._pending:
             return False
+        if self.error is not None:
+            self.release_all(self.error)
+            return True
         resolved = False
         still = []
-        for e in self._pending:
-            v = self.value_at(e.t)
+        for stamp in self._pending:
+            v = self.value_at(stamp.t)
             if v is None:
-                still.append(e)
+                still.append(stamp)
             else:
-                e.value = v
+                stamp.values[self] = v
                 resolved = True
         self._pending = still
         return resolved
@@ -311,7 +311,7 @@ class GpuTrack:
         return self._cum_j[i - 1] + _integral(ts, self._pow_w, ts[i - 1], t)
 
     def fail(self, error: ZeusError) -> None:
-        """Stop sampling this GPU; every pending and future edge gets ``error``."""
+        """Stop sampling this GPU; every pending and future stamp gets ``error``."""
         self.error = ZeusDeviceError(
             f"GPU {self.gpu.index}: reading it failed, so the energy of windows open on it is "
             f"unknown ({error}). Windows on the other GPUs are unaffected."
@@ -320,12 +320,11 @@ class GpuTrack:
         self.release_all(self.error)
 
     def release_all(self, error: ZeusError) -> None:
-        """Give every pending edge ``error`` and wake the waiters."""
+        """Give every pending stamp ``error`` for this GPU and wake the waiters."""
         while self.incoming:
             self._pending.append(self.incoming.popleft())
-        for e in self._pending:
-            if not e.done:
-                e.error = error
+        for stamp in self._pending:
+            stamp.values.setdefault(self, error)
         self._pending = []
         with self.cond:
             self.cond.notify_all()
@@ -422,28 +421,29 @@ class PendingGpuEnergy:
     """The GPU energy of one window, resolved on first access (see :class:`Measurement`).
 
     Args:
-        order: GPU indices in the monitor's order.
+        monitor: What every window of one monitor shares: the GPU indices in the monitor's order,
+            ``(gpu index, track)`` of the GPUs the reader samples, and the longest wait, s.
         known: Energy already known (read synchronously), J, by GPU index.
-        parts: ``(gpu index, track, begin edge, end edge)`` for GPUs the reader samples.
+        begin / end: The window's stamps.
         window: The window's name (for error messages).
-        timeout_s: Longest wait for the reader, s.
     """
 
-    __slots__ = ("order", "known", "parts", "window", "timeout_s")
+    __slots__ = ("monitor", "known", "begin", "end", "window")
 
     def __init__(
         self,
-        order: Sequence[int],
+        monitor: tuple[Sequence[int], Sequence[tuple[int, GpuTrack]], float],
         known: dict[int, float],
-        parts: list[tuple[int, GpuTrack, Edge, Edge]],
+        begin: Stamp,
+        end: Stamp,
         window: str,
-        timeout_s: float,
     ) -> None:
-        self.order, self.known, self.parts, self.window, self.timeout_s = order, known, parts, window, timeout_s
+        self.monitor, self.known, self.begin, self.end, self.window = monitor, known, begin, end, window
 
     def done(self) -> bool:
         """Whether every GPU's energy is final (resolving then does not wait)."""
-        return all(e0.done and e1.done for _, _, e0, e1 in self.parts)
+        b, e = self.begin.values, self.end.values
+        return all(track in b and track in e for _, track in self.monitor[1])
 
     def resolve(self) -> dict[int, float]:
         """Energy per GPU, J; waits (at most ``timeout_s``) for the reader to finalize it.
@@ -451,26 +451,29 @@ class PendingGpuEnergy:
         Raises:
             ZeusDeviceError: A GPU failed during the window, or the reader stopped.
         """
+        order, tracks, timeout_s = self.monitor
         out = dict(self.known)
-        for index, track, e0, e1 in self.parts:
-            track.wait((e0, e1), self.timeout_s)
-            error = e0.error or e1.error
-            if error is not None:
+        for index, track in tracks:
+            track.wait((self.begin, self.end), timeout_s)
+            try:
+                v0, v1 = track.value(self.begin), track.value(self.end)
+            except ZeusError as error:
                 raise ZeusDeviceError(f"Window {self.window!r}: {error}") from error
-            if e0.value is None or e1.value is None:
+            if v0 is None or v1 is None:
                 raise ZeusDeviceError(
-                    f"Window {self.window!r}: the energy of GPU {index} was not final {self.timeout_s:g} s "
+                    f"Window {self.window!r}: the energy of GPU {index} was not final {timeout_s:g} s "
                     "after the window ended: the monitor's background reader is not running (was the "
                     "monitor closed, or the process forked, with the window open?). Read measurements "
                     "before closing the monitor, and begin windows in the process that ends them."
                 )
-            out[index] = max(e1.value - e0.value, 0.0)
-        return {i: out[i] for i in self.order if i in out}
+            out[index] = max(v1 - v0, 0.0)
+        return {i: out[i] for i in order if i in out}
 
 
 _reader: BackgroundReader | None = None
 _reader_lock = threading.Lock()
-_generation = 0
+generation = 0
+"""Changes in a forked child: a monitor that sees it change attaches to the child's own reader."""
 _old_readers: "weakref.WeakSet[BackgroundReader]" = weakref.WeakSet()
 
 
@@ -487,16 +490,11 @@ def shared_reader() -> BackgroundReader:
     return reader
 
 
-def reader_generation() -> int:
-    """Changes in a forked child: monitors then attach to the child's own reader."""
-    return _generation
-
-
 def _after_fork_in_child() -> None:
     """The parent's thread does not exist here: forget its reader; monitors re-attach."""
-    global _reader, _generation, _reader_lock
+    global _reader, generation, _reader_lock
     _reader_lock = threading.Lock()
-    _generation += 1
+    generation += 1
     error = ZeusDeviceError(
         "the window began before this process was forked; its energy is only known in the parent. "
         "Begin windows in the process that ends them."
