@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import random
 import statistics
 import sys
@@ -129,20 +130,20 @@ def _training_step() -> Callable[[], None]:
     return step
 
 
-def _loop_ms(step: Callable[[], None], steps: int, monitor: Monitor | None) -> float:
-    """ms per step of ``steps`` steps, with a window around each step when ``monitor`` is given."""
-    t0 = time.perf_counter()
+def _loop_ms(step: Callable[[], None], steps: int, monitor: Monitor | None) -> tuple[float, float]:
+    """Wall and training-thread CPU ms per step, with a window around each step given ``monitor``."""
+    t0, c0 = time.perf_counter(), time.thread_time()
     for _ in range(steps):
         if monitor is not None:
             monitor.begin_window("step", False)
         step()
         if monitor is not None:
             monitor.end_window("step", False)
-    return (time.perf_counter() - t0) / steps * 1e3
+    return (time.perf_counter() - t0) / steps * 1e3, (time.thread_time() - c0) / steps * 1e3
 
 
-def step_costs_ms(zeus_monitor: Monitor | None, steps: int, runs: int) -> dict[str, float]:
-    """Median ms per optimizer step: no monitor, ours alive without and with per-step windows, zeus's.
+def step_costs_ms(zeus_monitor: Monitor | None, steps: int, runs: int) -> dict[str, tuple[float, float]]:
+    """Median (wall, thread CPU) ms per step: no monitor, ours without and with step windows, zeus's.
 
     Runs are interleaved; each run creates Zeus Suite's monitor (its reader thread starts) and
     closes it before the bare loop, so "no monitor" has no reader thread either.
@@ -151,7 +152,7 @@ def step_costs_ms(zeus_monitor: Monitor | None, steps: int, runs: int) -> dict[s
     from zeus_core.monitor.energy import ZeusMonitor
 
     step = _training_step()
-    times: dict[str, list[float]] = {}
+    times: dict[str, list[tuple[float, float]]] = {}
     for run in range(runs + 1):  # the first run warms up
         ours = ZeusMonitor(gpus=nvidia_gpus(environ={})[:1], cpu_indices=[], sync_execution_with=None)
         time.sleep(0.2)
@@ -166,7 +167,9 @@ def step_costs_ms(zeus_monitor: Monitor | None, steps: int, runs: int) -> dict[s
         if run:
             for name, ms in case.items():
                 times.setdefault(name, []).append(ms)
-    return {name: statistics.median(v) for name, v in times.items()}
+    return {
+        name: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for name, v in times.items()
+    }
 
 
 def run(quick: bool) -> dict[str, Any]:
@@ -208,15 +211,17 @@ def report(figures: dict[str, Any]) -> int:
     console.print(table)
 
     steps = dict(figures["steps"])
-    bare = steps.pop("no monitor")
-    st = Table(title=f"Per optimizer step, tiny torch MLP on the CPU (bare step {bare:.3f} ms, no monitor at all)")
+    bare, bare_cpu = steps.pop("no monitor")
+    st = Table(title=f"Per optimizer step, tiny torch MLP (bare: {bare:.3f} ms wall, {bare_cpu:.3f} ms CPU)")
     st.add_column("case")
-    st.add_column("ms / step", justify="right")
-    st.add_column("monitor cost, ms / step", justify="right")
-    for name, ms in steps.items():
-        st.add_row(name, f"{ms:.3f}", f"{ms - bare:+.3f}")
+    st.add_column("wall ms / step", justify="right")
+    st.add_column("monitor cost, wall", justify="right")
+    st.add_column("monitor cost, training thread CPU", justify="right")
+    for name, (ms, cpu) in steps.items():
+        st.add_row(name, f"{ms:.3f}", f"{ms - bare:+.3f}", f"{cpu - bare_cpu:+.3f}")
     console.print(st)
     print(f"zeus-suite reader thread CPU use: {figures['reader_cpu'] * 100:.1f} % of one core")
+    print(f"machine load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (wall costs include CPU contention)")
     return _verdict(figures)
 
 

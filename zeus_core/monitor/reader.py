@@ -45,6 +45,7 @@ _KEEP_TICKS = 64  # counter ticks kept per GPU (a few seconds at 100 ms)
 _KEEP_SAMPLES = 8192  # power samples kept per GPU before trimming
 _STALE_PERIODS = 3.0  # a counter unchanged this many periods after t: no energy since its last tick
 _DEFAULT_PERIOD_S = 0.5  # assumed counter period until two ticks have been seen
+_FIT_TICKS = 16  # ticks in the least-squares fit of the counter's refresh lattice
 
 
 class Stamp:
@@ -119,8 +120,12 @@ class GpuTrack:
         self.cond = threading.Condition()
         self.incoming: deque[Stamp] = deque()  # appended by callers, drained by the reader
         self._pending: list[Stamp] = []
-        self._tick_t: list[float] = []
-        self._tick_c: list[float] = []
+        self._tick_t: list[float] = []  # estimated tick instants, s
+        self._tick_c: list[float] = []  # the counter from each tick on, J
+        self._tick_n: list[int] = []  # tick numbers (a tick the reader missed still counts)
+        self._tick_mid: list[float] = []  # raw estimate: midway between the two reads around it, s
+        self._tick_lo: list[float] = []  # the tick certainly happened in (lo, hi), s
+        self._tick_hi: list[float] = []
         self._pow_t: list[float] = []
         self._pow_w: list[float] = []
         self._cum_j: list[float] = []  # power-only GPUs: integral of power up to each sample
@@ -207,17 +212,55 @@ class GpuTrack:
             return
         if value == last[2]:
             return
-        tau = (last[0] + last[1] + a + b) * 0.25  # between the instants the two reads sampled
-        if self._tick_t and tau <= self._tick_t[-1]:
+        mid = (last[0] + last[1] + a + b) * 0.25  # between the instants the two reads sampled
+        if self._tick_t and mid <= self._tick_t[-1]:
             return
-        self._tick_t.append(tau)
-        self._tick_c.append(value)
-        if len(self._tick_t) >= 3:
-            gaps = sorted(t1 - t0 for t0, t1 in zip(self._tick_t[-9:-1], self._tick_t[-8:]))
-            self.period_s = gaps[len(gaps) // 2]
+        self._add_tick(mid, last[0], b, value)
+
+    def _add_tick(self, mid: float, lo: float, hi: float, value: float) -> None:
+        """Record a tick seen in ``(lo, hi)`` and re-fit the tick lattice."""
+        n = 0
+        if self._tick_n:
+            gap = mid - self._tick_mid[-1]
+            n = self._tick_n[-1] + (max(1, round(gap / self.period_s)) if self.period_s else 1)
+        for series, v in (
+            (self._tick_n, n),
+            (self._tick_mid, mid),
+            (self._tick_lo, lo),
+            (self._tick_hi, hi),
+            (self._tick_t, mid),
+            (self._tick_c, value),
+        ):
+            series.append(v)  # type: ignore[attr-defined]
+        self._fit_ticks()
         if len(self._tick_t) > 2 * _KEEP_TICKS:
-            del self._tick_t[:_KEEP_TICKS]
-            del self._tick_c[:_KEEP_TICKS]
+            for series in (self._tick_n, self._tick_mid, self._tick_lo, self._tick_hi, self._tick_t, self._tick_c):
+                del series[:_KEEP_TICKS]  # type: ignore[attr-defined]
+
+    def _fit_ticks(self) -> None:
+        """Sharpen the newest tick instants: the counter refreshes periodically.
+
+        One tick is only known to within two reads (~8 ms with 4 ms reads); a least-squares line
+        through the last ticks' raw estimates (tick number -> time) is good to a fraction of that.
+        Each fitted instant is kept inside the interval its own reads prove, so a counter that is
+        not periodic is never placed where it cannot have ticked.
+        """
+        m = min(len(self._tick_n), _FIT_TICKS)
+        if m < 3:
+            return
+        ns, ts = self._tick_n[-m:], self._tick_mid[-m:]
+        n_mean, t_mean = sum(ns) / m, sum(ts) / m
+        var = sum((n - n_mean) ** 2 for n in ns)
+        slope = sum((n - n_mean) * (t - t_mean) for n, t in zip(ns, ts)) / var
+        if slope <= 0:
+            return
+        self.period_s = slope
+        first = len(self._tick_n) - m
+        for i in range(first, len(self._tick_n)):
+            t = t_mean + slope * (self._tick_n[i] - n_mean)
+            t = min(max(t, self._tick_lo[i]), self._tick_hi[i])
+            if i == 0 or t > self._tick_t[i - 1]:
+                self._tick_t[i] = t
 
     def _on_power(self, t: float, watts: float) -> None:
         if self._pow_t and t <= self._pow_t[-1]:
