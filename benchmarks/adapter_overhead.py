@@ -1,12 +1,13 @@
-"""What the Lightning adapter costs a training loop per optimizer step, on GPUs that behave like real ones.
+"""What the Lightning adapter costs a training loop per optimizer step, on a GPU that behaves like a real one.
 
 A tiny Lightning fit on the CPU (a linear model, one optimizer step per batch) runs three ways,
 interleaved: without a callback, with ``ZeusCallback()`` (epoch and fit windows only) and with
 ``ZeusCallback(log_every_n_steps=1)`` (a window per step), each given the monitor the callback
 builds for a fit on ``cuda:0`` (``ZeusMonitor(gpu_indices=[0])``; a monitor exists, with its
-reader thread, in all three cases). The GPU is the quirky fake NVML's H100 (``tests/fakes/quirky_nvml.py``: counter every 100 ms, 4 ms reads,
-100 <-> 300 W every 15 ms). A first callback timestamps every ``on_train_batch_start``, so the
-figure is the median step-to-step time over the fit, minus the bare fit's.
+reader thread, in all three cases). The GPU is the quirky fake NVML's H100
+(``tests/fakes/quirky_nvml.py``: counter every 100 ms, 4 ms reads, 100 <-> 300 W every 15 ms).
+A first callback timestamps every ``on_train_batch_start``, so the figure is the median
+step-to-step time over the fit, minus the bare fit's.
 
 Usage::
 
@@ -32,7 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fakes.quirky_nvml import FakeGPUSpec, QuirkyNVML, Quirks, square_wave  # noqa: E402
+from tests.fakes.quirky_nvml import FakeGPUSpec, Quirks, QuirkyNVML, square_wave  # noqa: E402
 
 TARGETS_MS = {"ZeusCallback()": 0.02, "ZeusCallback(log_every_n_steps=1)": 0.1}
 
@@ -90,9 +91,8 @@ def run(runs: int, steps: int) -> dict[str, float]:
     import torch
 
     torch.set_num_threads(1)
-    from zeus_integrations.lightning import ZeusCallback
-
     from zeus_core.monitor.energy import ZeusMonitor
+    from zeus_integrations.lightning import ZeusCallback
 
     # The fit runs on the CPU, where ZeusCallback() would measure no GPU; give it the monitor it
     # builds for a fit on cuda:0 (GPU 0 = the fake H100; this machine's RAPL is unreadable).

@@ -39,7 +39,7 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fakes.quirky_nvml import FakeGPUSpec, QuirkyNVML, Quirks, square_wave  # noqa: E402
+from tests.fakes.quirky_nvml import FakeGPUSpec, Quirks, QuirkyNVML, square_wave  # noqa: E402
 
 WINDOWS_S = (0.01, 0.05, 0.2, 1.0)
 TARGETS = {0.05: (10.0, None), 0.2: (3.0, None), 1.0: (1.0, 2.0)}  # window -> (median %, worst %)
@@ -50,7 +50,9 @@ Monitor = Any  # either library's ZeusMonitor
 
 def make_fake() -> QuirkyNVML:
     """One H100 with Hopper's quirks drawing a 100 <-> 300 W square wave (15 ms per level)."""
-    return QuirkyNVML([FakeGPUSpec.h100()], quirks=Quirks.hopper(), profiles=[square_wave(100.0, 300.0, 0.015)])
+    return QuirkyNVML(
+        [FakeGPUSpec.h100()], quirks=Quirks.hopper(), profiles=[square_wave(100.0, 300.0, 0.015)]
+    )
 
 
 def make_monitors() -> dict[str, Monitor]:
@@ -84,7 +86,9 @@ def pair_cost_ms(monitor: Monitor, pairs: int) -> float:
     return statistics.median(costs) * 1e3
 
 
-def window_errors(fake: QuirkyNVML, monitors: dict[str, Monitor], seconds: float, count: int) -> dict[str, list]:
+def window_errors(
+    fake: QuirkyNVML, monitors: dict[str, Monitor], seconds: float, count: int
+) -> dict[str, list]:
     """|error| in % of ``count`` windows of ``seconds`` per library (zeus's encloses ours)."""
     ours, theirs = monitors["zeus-suite"], monitors.get("zeus 0.16")
     results: dict[str, list] = {name: [] for name in monitors}
@@ -168,7 +172,8 @@ def step_costs_ms(zeus_monitor: Monitor | None, steps: int, runs: int) -> dict[s
             for name, ms in case.items():
                 times.setdefault(name, []).append(ms)
     return {
-        name: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v)) for name, v in times.items()
+        name: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
+        for name, v in times.items()
     }
 
 
@@ -182,7 +187,9 @@ def run(quick: bool) -> dict[str, Any]:
     monitors = make_monitors()
     time.sleep(0.3)  # the reader has seen a few counter refreshes
     counts = {0.01: 30, 0.05: 30, 0.2: 25, 1.0: 8} if quick else {0.01: 60, 0.05: 60, 0.2: 40, 1.0: 25}
-    figures: dict[str, Any] = {"pair_ms": {n: pair_cost_ms(m, 100 if quick else 300) for n, m in monitors.items()}}
+    figures: dict[str, Any] = {
+        "pair_ms": {n: pair_cost_ms(m, 100 if quick else 300) for n, m in monitors.items()}
+    }
     figures["errors"] = {w: window_errors(fake, monitors, w, counts[w]) for w in WINDOWS_S}
     from zeus_core.monitor.reader import shared_reader
 
@@ -199,7 +206,9 @@ def report(figures: dict[str, Any]) -> int:
 
     console = Console(width=130)
     libs = list(figures["pair_ms"])
-    table = Table(title="Quirky fake H100 (counter 100 ms, 4 ms reads, 1 s averaged power, 100<->300 W / 15 ms)")
+    table = Table(
+        title="Quirky fake H100 (counter 100 ms, 4 ms reads, 1 s averaged power, 100<->300 W / 15 ms)"
+    )
     table.add_column("")
     for lib in libs:
         table.add_column(lib, justify="right")
@@ -207,7 +216,9 @@ def report(figures: dict[str, Any]) -> int:
     for w in WINDOWS_S:
         errs = figures["errors"][w]
         label = f"{w * 1000:g} ms window: |error| median / worst"
-        table.add_row(label, *[f"{statistics.median(errs[lib]):.1f} % / {max(errs[lib]):.1f} %" for lib in libs])
+        table.add_row(
+            label, *[f"{statistics.median(errs[lib]):.1f} % / {max(errs[lib]):.1f} %" for lib in libs]
+        )
     console.print(table)
 
     steps = dict(figures["steps"])
@@ -221,7 +232,10 @@ def report(figures: dict[str, Any]) -> int:
         st.add_row(name, f"{ms:.3f}", f"{ms - bare:+.3f}", f"{cpu - bare_cpu:+.3f}")
     console.print(st)
     print(f"zeus-suite reader thread CPU use: {figures['reader_cpu'] * 100:.1f} % of one core")
-    print(f"machine load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (wall costs include CPU contention)")
+    print(
+        f"machine load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
+        "(wall costs include CPU contention)"
+    )
     return _verdict(figures)
 
 
@@ -234,7 +248,10 @@ def _verdict(figures: dict[str, Any]) -> int:
         hit = med <= median_target and (worst_target is None or worst <= worst_target)
         ok &= hit
         want = f"median <= {median_target} %" + (f", worst <= {worst_target} %" if worst_target else "")
-        print(f"{w * 1000:g} ms: median {med:.2f} %, worst {worst:.2f} % ({want}) -> {'met' if hit else 'MISSED'}")
+        print(
+            f"{w * 1000:g} ms: median {med:.2f} %, worst {worst:.2f} % ({want}) -> "
+            + ("met" if hit else "MISSED")
+        )
     if "zeus 0.16" not in figures["pair_ms"]:
         print("published zeus is not installed (pip install zeus==0.16.0); only Zeus Suite was measured.")
         return 2

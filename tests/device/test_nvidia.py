@@ -279,7 +279,9 @@ def test_monitor_reads_the_counters(monkeypatch: pytest.MonkeyPatch, clock: Virt
 def test_monitor_follows_visible_devices(monkeypatch: pytest.MonkeyPatch, clock: VirtualClock) -> None:
     install(monkeypatch, FakeGPUSpec.a40(power_w=100.0), FakeGPUSpec.a40(power_w=200.0), clock=clock)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    with ZeusMonitor(gpu_indices=[0], cpu_indices=[], sync_execution_with=None, read_in_background=False) as monitor:
+    with ZeusMonitor(
+        gpu_indices=[0], cpu_indices=[], sync_execution_with=None, read_in_background=False
+    ) as monitor:
         monitor.begin_window("w")
         clock.advance(1.0)
         assert monitor.end_window("w").gpu_energy == pytest.approx({0: 200.0}, abs=1e-3)

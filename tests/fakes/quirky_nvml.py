@@ -65,15 +65,20 @@ class Quirks:
 
     @classmethod
     def hopper(cls) -> "Quirks":
-        """H100: counter every ~100 ms, 3.6-4.3 ms per energy read (the suite's own H100 log);
+        """H100, from the suite's own H100 log and NVML's documentation.
+
+        Counter every ~100 ms, 3.6-4.3 ms per energy read (``h100_real_gpu_check.log``);
         ``nvmlDeviceGetPowerUsage`` a 1 s average (NVML docs: Ampere except GA100, and newer).
-        The power-read latency is an assumption (the H100 log timed energy reads only)."""
+        The power-read latency is an assumption (the H100 log timed energy reads only).
+        """
         return cls()
 
     @classmethod
     def ampere(cls) -> "Quirks":
-        """A40/A10-class Ampere: averaged ``nvmlDeviceGetPowerUsage`` (NVML docs), counter and
-        latency taken as on Hopper (no public measurement)."""
+        """A40/A10-class Ampere: averaged ``nvmlDeviceGetPowerUsage`` (NVML docs).
+
+        Counter period and latency taken as on Hopper (no public measurement).
+        """
         return cls()
 
     @classmethod
@@ -83,8 +88,11 @@ class Quirks:
 
     @classmethod
     def volta(cls) -> "Quirks":
-        """V100: the first counter; instantaneous ``nvmlDeviceGetPowerUsage`` (NVML docs); drivers of
-        its era lack the instant-power field. Counter period and latency as on Hopper (assumed)."""
+        """V100: the first counter; instantaneous ``nvmlDeviceGetPowerUsage`` (NVML docs).
+
+        Drivers of its era lack the instant-power field. Counter period and latency as on Hopper
+        (assumed).
+        """
         return cls(power_usage_average_s=0.0, instant_field=False)
 
     @classmethod
@@ -102,7 +110,9 @@ class StepProfile:
         start: Clock time at which the first segment starts, s.
     """
 
-    def __init__(self, segments: Sequence[tuple[float, float]], repeat: bool = True, start: float = 0.0) -> None:
+    def __init__(
+        self, segments: Sequence[tuple[float, float]], repeat: bool = True, start: float = 0.0
+    ) -> None:
         if not segments or any(d <= 0 for d, _ in segments):
             raise ValueError("StepProfile: give (duration_s > 0, watts) segments")
         self.segments = [(float(d), float(w)) for d, w in segments]

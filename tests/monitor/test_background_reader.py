@@ -15,7 +15,7 @@ import warnings
 
 import pytest
 
-from tests.fakes.quirky_nvml import FakeGPUSpec, QuirkyNVML, Quirks, StepProfile, constant, square_wave
+from tests.fakes.quirky_nvml import FakeGPUSpec, Quirks, QuirkyNVML, StepProfile, constant, square_wave
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceError
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.monitor.reader import shared_reader
@@ -51,7 +51,11 @@ def caller_thread_nvml_calls(fake: QuirkyNVML, monkeypatch: pytest.MonkeyPatch) 
     """Records the NVML reads made on this (the test's) thread."""
     seen: list[str] = []
     me = threading.get_ident()
-    for name in ("nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetFieldValues", "nvmlDeviceGetPowerUsage"):
+    for name in (
+        "nvmlDeviceGetTotalEnergyConsumption",
+        "nvmlDeviceGetFieldValues",
+        "nvmlDeviceGetPowerUsage",
+    ):
         real = getattr(fake, name)
 
         def spy(*args: object, _real: object = real, _name: str = name) -> object:
@@ -118,7 +122,9 @@ def test_windows_take_timestamps_only_and_finalize_lazily(monkeypatch: pytest.Mo
         assert m.total_energy == energy and not m.estimated and m.interpolated_gpus == frozenset()
 
 
-def test_window_shorter_than_a_counter_period_is_apportioned_by_power(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_window_shorter_than_a_counter_period_is_apportioned_by_power(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A 20 ms window inside a 100 ms counter period: not 0 J, not a whole tick, but its share."""
     profile = StepProfile([(0.05, 400.0), (0.05, 100.0)])  # two levels, so the share depends on power
     fake = quirky(monkeypatch, FakeGPUSpec.h100(), profiles=[profile])
@@ -134,7 +140,9 @@ def test_window_shorter_than_a_counter_period_is_apportioned_by_power(monkeypatc
 
 
 def test_long_windows_match_the_true_energy(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = quirky(monkeypatch, FakeGPUSpec.h100(), FakeGPUSpec.a100(), profiles=[square_wave(), constant(200.0)])
+    fake = quirky(
+        monkeypatch, FakeGPUSpec.h100(), FakeGPUSpec.a100(), profiles=[square_wave(), constant(200.0)]
+    )
     with monitor_on(fake) as monitor:
         time.sleep(0.2)
         t0, t1, m = timed_window(monitor, "long", 0.6)
@@ -164,7 +172,9 @@ def test_nested_and_overlapping_windows_add_up(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_a_lost_gpu_fails_its_windows_with_a_clear_error_and_no_hang(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = quirky(monkeypatch, FakeGPUSpec.h100(), FakeGPUSpec.h100(), profiles=[constant(100.0), constant(100.0)])
+    fake = quirky(
+        monkeypatch, FakeGPUSpec.h100(), FakeGPUSpec.h100(), profiles=[constant(100.0), constant(100.0)]
+    )
     with monitor_on(fake) as monitor:
         time.sleep(0.15)
         monitor.begin_window("w")
@@ -181,7 +191,9 @@ def test_a_lost_gpu_fails_its_windows_with_a_clear_error_and_no_hang(monkeypatch
             monitor.end_window("after").gpu_energy  # noqa: B018
 
 
-def test_gpu_without_energy_counter_integrates_power_and_is_marked_estimated(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gpu_without_energy_counter_integrates_power_and_is_marked_estimated(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     fake = quirky(monkeypatch, FakeGPUSpec.p100(), quirks=Quirks.volta(), profiles=[constant(150.0)])
     with monitor_on(fake) as monitor:
         time.sleep(0.05)
@@ -196,7 +208,9 @@ def test_gpu_without_instant_power_uses_the_counter_and_is_marked_interpolated(
 ) -> None:
     """An A40 on an old driver: no instant-power field, nvmlDeviceGetPowerUsage a 1 s average."""
     quirks = Quirks(instant_field=False, power_usage_average_s=1.0)
-    fake = quirky(monkeypatch, FakeGPUSpec.a40(instant_power_field=False), quirks=quirks, profiles=[constant(200.0)])
+    fake = quirky(
+        monkeypatch, FakeGPUSpec.a40(instant_power_field=False), quirks=quirks, profiles=[constant(200.0)]
+    )
     with monitor_on(fake) as monitor:
         assert not monitor.gpus[0].has_instant_power
         time.sleep(0.25)
@@ -241,7 +255,7 @@ def test_measurement_pickles_once_final(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_monitor_survives_pickling_and_measures_the_same_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
     """Lightning's ddp_spawn pickles callbacks with the monitor they hold."""
-    fake = quirky(monkeypatch, FakeGPUSpec.h100(), FakeGPUSpec.h100(), profiles=[constant(100.0), constant(300.0)])
+    quirky(monkeypatch, FakeGPUSpec.h100(), FakeGPUSpec.h100(), profiles=[constant(100.0), constant(300.0)])
     monitor = ZeusMonitor(gpu_indices=[1], cpu_indices=[], sync_execution_with=None)
     monitor.begin_window("open in the parent")
     clone = pickle.loads(pickle.dumps(monitor))
@@ -266,7 +280,7 @@ def test_monitor_of_simulated_gpus_pickles_with_their_model() -> None:
 
 
 def test_zeus_positional_order_and_attributes(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
-    """zeus.monitor.ZeusMonitor(gpu_indices, cpu_indices, approx_instant_energy, log_file, sync_execution_with)."""
+    """Zeus's order: (gpu_indices, cpu_indices, approx_instant_energy, log_file, sync_execution_with)."""
     quirky(monkeypatch, FakeGPUSpec.h100(), FakeGPUSpec.h100(), profiles=[constant(100.0), constant(200.0)])
     log = f"{tmp_path}/windows.csv"
     monitor = ZeusMonitor([1], [], True, log, None)

@@ -8,7 +8,7 @@ import sys
 import weakref
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TextIO
 
 from zeus_core.device.base import CPU, GPU, Clock, CpuEnergy, wall_clock
 from zeus_core.exceptions import (
@@ -18,6 +18,7 @@ from zeus_core.exceptions import (
     ZeusPermissionError,
     ZeusWindowError,
 )
+from zeus_core.monitor import reader as _reader
 from zeus_core.monitor.measurement import Measurement
 from zeus_core.monitor.reader import (
     DEFAULT_INTERVAL_S,
@@ -27,7 +28,6 @@ from zeus_core.monitor.reader import (
     Stamp,
     shared_reader,
 )
-from zeus_core.monitor import reader as _reader
 
 if TYPE_CHECKING:
     from zeus_core.monitor.power import PowerMonitor
@@ -76,7 +76,6 @@ def _new_measurement(
     d["simulated"] = simulated
     d["interpolated_gpus"] = interpolated
     return m
-
 
 
 class WindowHandle:
@@ -181,20 +180,29 @@ class ZeusMonitor:
         # Re-created after unpickling: only discovered or simulated devices can be (see __getstate__).
         self._gpus_given = gpus is not None
         self._cpus_given = cpus is not None
-        if gpus is None:
-            from zeus_core.device.discovery import get_gpus
-
-            gpus = get_gpus()
-        self.gpus: list[GPU] = _select(list(gpus), gpu_indices, "GPU", "gpu_indices")
+        self.gpus: list[GPU] = _select(
+            _discover_gpus() if gpus is None else list(gpus), gpu_indices, "GPU", "gpu_indices"
+        )
         self._owns_cpus = cpus is None  # discovered here, so closed here
         self.cpus: list[CPU] = self._init_cpus(cpus, cpu_indices)
         self.approx_instant_energy = approx_instant_energy
         self._sync_with = sync_execution_with
         self._sync: object = _Unresolved
         self._clock = _common_clock(self.gpus)
-        self.simulated = any(d.simulated for d in (*self.gpus, *self.cpus))
+        self.simulated = any(g.simulated for g in self.gpus) or any(c.simulated for c in self.cpus)
+        self._init_gpu_reads(read_in_background is not False, power_sample_interval_s)
+        self._cpu_idx = [c.index for c in self.cpus]
+        self._dram_idx = [c.index for c in self.cpus if c.has_dram]
+        self._cpu_read = tuple(c.get_energy for c in self.cpus)
 
-        background = read_in_background is not False
+        self._windows: dict[str, _Window] = {}
+        self._log_path = Path(log_file) if log_file is not None else None
+        self._log: TextIO | None = None
+        self._log_writer: Any = None  # a csv writer
+        self._log_queue: list[tuple[str, float, Measurement]] = []
+
+    def _init_gpu_reads(self, background: bool, interval_s: float | None) -> None:
+        """Split the GPUs: real ones to the background reader, the rest read at the window's edges."""
         self._background = [g for g in self.gpus if background and not g.simulated]
         direct = [g for g in self.gpus if not (background and not g.simulated)]
         counter = [g for g in direct if g.has_energy_counter]
@@ -203,22 +211,13 @@ class ZeusMonitor:
         self._counter_gpus = tuple(counter)
         self._estimated = [g for g in direct if not g.has_energy_counter]
         self._power_monitor: PowerMonitor | None = None
-        self._power_interval = power_sample_interval_s or 0.1
-        self._reader_interval = power_sample_interval_s or DEFAULT_INTERVAL_S
+        self._power_interval = interval_s or 0.1
+        self._reader_interval = interval_s or DEFAULT_INTERVAL_S
         self._tracks: list[GpuTrack] = []
         self._appends: list[Callable[[Stamp], None]] = []
         self._order = tuple(g.index for g in self.gpus)
         self._generation = _reader.generation
         self._attach()
-        self._cpu_idx = [c.index for c in self.cpus]
-        self._dram_idx = [c.index for c in self.cpus if c.has_dram]
-        self._cpu_read = tuple(c.get_energy for c in self.cpus)
-
-        self._windows: dict[str, _Window] = {}
-        self._log_path = Path(log_file) if log_file is not None else None
-        self._log = None
-        self._log_writer = None
-        self._log_queue: list[tuple[str, float, Measurement]] = []
 
     # -- Zeus's attributes ------------------------------------------------------------------------
     @property
@@ -256,9 +255,15 @@ class ZeusMonitor:
         reader = shared_reader()
         self._tracks = [reader.attach(g, self._reader_interval) for g in self._background]
         self._appends = [track.incoming.append for track in self._tracks]
-        self._finalizing = (self._order, [(track.gpu.index, track) for track in self._tracks], _FINALIZE_TIMEOUT_S)
+        self._finalizing = (
+            self._order,
+            [(track.gpu.index, track) for track in self._tracks],
+            _FINALIZE_TIMEOUT_S,
+        )
         # A monitor dropped without close() must not keep the reader polling its GPUs.
-        self._release = weakref.finalize(self, _release_tracks, reader, list(self._tracks), self._reader_interval)
+        self._release = weakref.finalize(
+            self, _release_tracks, reader, list(self._tracks), self._reader_interval
+        )
         self._estimated_idx = frozenset(
             [g.index for g in self._estimated] + [t.gpu.index for t in self._tracks if t.estimated]
         )
@@ -435,7 +440,9 @@ class ZeusMonitor:
         t1 = self._clock()
         estimated = self._estimated_idx
         if gpu_start:
-            gpu_energy = {i: read() - s for i, read, s in zip(self._counter_idx, self._counter_read, gpu_start)}
+            gpu_energy = {
+                i: read() - s for i, read, s in zip(self._counter_idx, self._counter_read, gpu_start)
+            }
             if self.approx_instant_energy:
                 gpu_energy, estimated = self._approximate_zeros(gpu_energy, t1 - t0)
         else:
@@ -542,7 +549,7 @@ class ZeusMonitor:
         Measurements returned before are still readable: they are finalized first.
         """
         for _, _, m in self._log_queue:
-            m.finalized or _wait_quietly(m)
+            _wait_quietly(m)
         self._flush_log(wait=True)
         self._detach()
         if self._power_monitor is not None:
@@ -604,6 +611,12 @@ def _release_tracks(reader: BackgroundReader, tracks: list[GpuTrack], interval_s
         reader.detach(track, interval_s)
 
 
+def _discover_gpus() -> list[GPU]:
+    from zeus_core.device.discovery import get_gpus
+
+    return get_gpus()
+
+
 def _wait_quietly(m: Measurement) -> None:
     """Finalize ``m``; a device failure stays on the measurement (the log row says nan)."""
     try:
@@ -620,9 +633,7 @@ def _check_arguments(approx: object, sync_with: object, interval_s: float | None
             f"sync_execution_with). Pass sync_execution_with={approx!r} by keyword."
         )
     if sync_with not in ("torch", "jax", None):
-        raise ZeusConfigError(
-            f"ZeusMonitor(sync_execution_with={sync_with!r}): use 'torch', 'jax' or None."
-        )
+        raise ZeusConfigError(f"ZeusMonitor(sync_execution_with={sync_with!r}): use 'torch', 'jax' or None.")
     if interval_s is not None and not interval_s > 0:
         raise ZeusConfigError(
             f"ZeusMonitor(power_sample_interval_s={interval_s}): the sampling period must be > 0 s."

@@ -129,7 +129,9 @@ class GpuTrack:
         self._pow_t: list[float] = []
         self._pow_w: list[float] = []
         self._cum_j: list[float] = []  # power-only GPUs: integral of power up to each sample
-        self._last_read: tuple[float, float, float] | None = None  # (start, end, value) of the last energy read
+        self._last_read: tuple[float, float, float] | None = (
+            None  # (start, end, value) of the last energy read
+        )
         self._first_read: tuple[float, float] | None = None  # (start, value)
         self._read_latency_s = 0.0
         self.users = 0
@@ -204,7 +206,9 @@ class GpuTrack:
         return now >= self._tick_t[-1] + self.period_s - guard
 
     def _on_energy(self, a: float, b: float, value: float) -> None:
-        self._read_latency_s = b - a if not self._read_latency_s else 0.8 * self._read_latency_s + 0.2 * (b - a)
+        self._read_latency_s = (
+            b - a if not self._read_latency_s else 0.8 * self._read_latency_s + 0.2 * (b - a)
+        )
         last = self._last_read
         self._last_read = (a, b, value)
         if last is None:
@@ -223,19 +227,17 @@ class GpuTrack:
         if self._tick_n:
             gap = mid - self._tick_mid[-1]
             n = self._tick_n[-1] + (max(1, round(gap / self.period_s)) if self.period_s else 1)
-        for series, v in (
-            (self._tick_n, n),
-            (self._tick_mid, mid),
-            (self._tick_lo, lo),
-            (self._tick_hi, hi),
-            (self._tick_t, mid),
-            (self._tick_c, value),
-        ):
-            series.append(v)  # type: ignore[attr-defined]
+        self._tick_n.append(n)
+        self._tick_mid.append(mid)
+        self._tick_lo.append(lo)
+        self._tick_hi.append(hi)
+        self._tick_t.append(mid)
+        self._tick_c.append(value)
         self._fit_ticks()
         if len(self._tick_t) > 2 * _KEEP_TICKS:
-            for series in (self._tick_n, self._tick_mid, self._tick_lo, self._tick_hi, self._tick_t, self._tick_c):
-                del series[:_KEEP_TICKS]  # type: ignore[attr-defined]
+            del self._tick_n[:_KEEP_TICKS]
+            for series in (self._tick_mid, self._tick_lo, self._tick_hi, self._tick_t, self._tick_c):
+                del series[:_KEEP_TICKS]
 
     def _fit_ticks(self) -> None:
         """Sharpen the newest tick instants: the counter refreshes periodically.
@@ -266,7 +268,11 @@ class GpuTrack:
         if self._pow_t and t <= self._pow_t[-1]:
             return
         if not self.has_counter:
-            prev = self._cum_j[-1] + (self._pow_w[-1] + watts) * 0.5 * (t - self._pow_t[-1]) if self._pow_t else 0.0
+            prev = (
+                self._cum_j[-1] + (self._pow_w[-1] + watts) * 0.5 * (t - self._pow_t[-1])
+                if self._pow_t
+                else 0.0
+            )
             self._cum_j.append(prev)
         self._pow_t.append(t)
         self._pow_w.append(watts)
