@@ -309,3 +309,26 @@ def test_approx_instant_energy_fills_windows_between_counter_ticks(monkeypatch: 
     zero, estimate = plain.end_window("w"), approx.end_window("w")
     assert zero.gpu_energy == {0: 0.0} and not zero.estimated  # the counter did not move
     assert estimate.gpu_energy[0] == pytest.approx(250.0 * estimate.time, rel=0.05) and estimate.estimated
+
+
+def test_profile_windows_of_a_tenth_of_a_second_stay_physical(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The H100 log's 0.1-0.2 s power-limit profiles read 791 W at a 500 W limit; these cannot."""
+    kernels = StepProfile([(0.015, 700.0), (0.015, 250.0)])  # capped at the limit, as the GPU does
+    fake = quirky(monkeypatch, FakeGPUSpec.h100(), profiles=[kernels])
+    fake.devices[0].power_limit_mw = 500_000
+    with monitor_on(fake) as monitor:
+        time.sleep(0.2)
+        powers = []
+        for i in range(6):
+            m = timed_window(monitor, "profile", 0.1 + 0.02 * i)[2]
+            powers.append(m.gpu_energy[0] / m.time)  # type: ignore[attr-defined]
+    assert max(powers) <= 500.0 * 1.05  # within the sensor tolerance of the limit
+    assert min(powers) >= 375.0 * 0.9  # (500 + 250) / 2 W on average
+
+
+def test_the_default_monitor_fake_is_the_quirky_h100(quirky_h100: QuirkyNVML) -> None:
+    with ZeusMonitor(cpu_indices=[], sync_execution_with=None) as monitor:
+        assert monitor.gpu_indices == [0] and monitor.gpus[0].has_instant_power
+        time.sleep(0.25)
+        t0, t1, m = timed_window(monitor, "w", 0.3)
+    assert m.gpu_energy[0] == pytest.approx(quirky_h100.true_energy(0, t0, t1), rel=0.05)  # type: ignore[attr-defined]
