@@ -93,7 +93,7 @@ def _integral(ts: Sequence[float], ws: Sequence[float], a: float, b: float) -> f
 
 
 class GpuTrack:
-    """What the reader knows about one GPU: counter ticks, power samples and pending edges.
+    """What the reader knows about one GPU: counter ticks, power samples and pending stamps.
 
     Callers only append stamps to :attr:`incoming` (lock-free), and call :meth:`value` and
     :meth:`wait`; everything else runs on the reader's thread.
@@ -129,9 +129,8 @@ class GpuTrack:
         self._pow_t: list[float] = []
         self._pow_w: list[float] = []
         self._cum_j: list[float] = []  # power-only GPUs: integral of power up to each sample
-        self._last_read: tuple[float, float, float] | None = (
-            None  # (start, end, value) of the last energy read
-        )
+        # (start, end, value) of the last energy read:
+        self._last_read: tuple[float, float, float] | None = None
         self._first_read: tuple[float, float] | None = None  # (start, value)
         self._read_latency_s = 0.0
         self.users = 0
