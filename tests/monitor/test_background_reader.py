@@ -332,3 +332,14 @@ def test_the_default_monitor_fake_is_the_quirky_h100(quirky_h100: QuirkyNVML) ->
         time.sleep(0.25)
         t0, t1, m = timed_window(monitor, "w", 0.3)
     assert m.gpu_energy[0] == pytest.approx(quirky_h100.true_energy(0, t0, t1), rel=0.05)  # type: ignore[attr-defined]
+
+
+def test_a_monitor_of_gpu_objects_pickles_by_index(quirky_h100: QuirkyNVML) -> None:
+    """NVIDIAGPU objects hold NVML handles: the copy finds GPU 0 again instead of pickling them."""
+    from zeus_core.device.nvidia import nvidia_gpus
+
+    monitor = ZeusMonitor(gpus=nvidia_gpus(environ={}), cpu_indices=[], sync_execution_with=None)
+    clone = pickle.loads(pickle.dumps(monitor))
+    monitor.close()
+    assert clone.gpu_indices == [0] and clone.gpus[0] is not monitor.gpus[0]
+    clone.close()

@@ -588,17 +588,20 @@ class ZeusMonitor:
     def __getstate__(self) -> dict[str, object]:
         """What a child process needs to measure the same devices: the arguments, not the handles.
 
-        Discovered devices are found again in the child by index; simulated GPUs travel with
-        their model; other device objects passed in (``gpus=``/``cpus=``) must pickle themselves.
-        Open windows do not travel (they are this process's).
+        Simulated devices travel with their model; real ones (discovered or passed in) are found
+        again in the child by index, after its ``CUDA_VISIBLE_DEVICES``. Open windows stay behind
+        (they are this process's).
         """
-        state: dict[str, object] = {"args": dict(self._args)}
-        if self._gpus_given:
+        args = dict(self._args)
+        state: dict[str, object] = {"args": args}
+        if self._gpus_given and all(g.simulated for g in self.gpus):
             state["gpus"] = self.gpus
-        elif self._args["gpu_indices"] is None:
-            state["args"]["gpu_indices"] = None  # type: ignore[index]
-        if self._cpus_given:
+        elif self._gpus_given:
+            args["gpu_indices"] = self.gpu_indices
+        if self._cpus_given and all(c.simulated for c in self.cpus):
             state["cpus"] = self.cpus
+        elif self._cpus_given:
+            args["cpu_indices"] = self.cpu_indices
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
