@@ -177,6 +177,33 @@ def step_costs_ms(zeus_monitor: Monitor | None, steps: int, runs: int) -> dict[s
     }
 
 
+def rapl_read_us(reads: int = 2000) -> float:
+    """Median µs of one CPU package + DRAM read through the RAPL backend (read at window edges).
+
+    On a sysfs-like temporary tree (this machine has no RAPL): it times the backend's file reads and
+    arithmetic; a real ``energy_uj`` read also makes the kernel read an MSR (a few µs more).
+    """
+    import tempfile
+
+    from zeus_core.device.rapl import rapl_cpus
+
+    with tempfile.TemporaryDirectory() as tmp:
+        zone = Path(tmp) / "intel-rapl:0"
+        for path, name in ((zone, "package-0"), (zone / "intel-rapl:0:0", "dram")):
+            path.mkdir(parents=True)
+            (path / "name").write_text(f"{name}\n")
+            (path / "energy_uj").write_text("123456789\n")
+            (path / "max_energy_range_uj").write_text("262143328850\n")
+        cpu = rapl_cpus(tmp)[0]
+        costs = []
+        for _ in range(reads):
+            t0 = time.perf_counter()
+            cpu.get_energy()
+            costs.append(time.perf_counter() - t0)
+        cpu.close()
+    return statistics.median(costs) * 1e6
+
+
 def run(quick: bool) -> dict[str, Any]:
     """Run every measurement; returns the figures."""
     fake = make_fake()
@@ -194,6 +221,7 @@ def run(quick: bool) -> dict[str, Any]:
     from zeus_core.monitor.reader import shared_reader
 
     figures["reader_cpu"] = shared_reader().cpu_fraction
+    figures["rapl_us"] = rapl_read_us()
     monitors["zeus-suite"].close()
     figures["steps"] = step_costs_ms(monitors.get("zeus 0.16"), 300 if quick else 500, 5 if quick else 9)
     return figures
@@ -232,6 +260,9 @@ def report(figures: dict[str, Any]) -> int:
         st.add_row(name, f"{ms:.3f}", f"{ms - bare:+.3f}", f"{cpu - bare_cpu:+.3f}")
     console.print(st)
     print(f"zeus-suite reader thread CPU use: {figures['reader_cpu'] * 100:.1f} % of one core")
+    print(
+        f"one RAPL package + DRAM read (on the caller's thread at window edges): {figures['rapl_us']:.1f} µs"
+    )
     print(
         f"machine load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
         "(wall costs include CPU contention)"
