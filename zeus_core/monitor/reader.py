@@ -389,7 +389,8 @@ class BackgroundReader:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Re-entrant: a monitor's garbage-collection finalizer (detach) may run inside attach.
+        self._lock = threading.RLock()
         self._tracks: dict[int, GpuTrack] = {}
         self._intervals: list[float] = []
         self.interval_s = DEFAULT_INTERVAL_S
