@@ -343,3 +343,14 @@ def test_a_monitor_of_gpu_objects_pickles_by_index(quirky_h100: QuirkyNVML) -> N
     monitor.close()
     assert clone.gpu_indices == [0] and clone.gpus[0] is not monitor.gpus[0]
     clone.close()
+
+
+def test_windows_on_an_idle_counter_still_finalize(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A counter that never moves (0 W) has no tick after the window: it is final once clearly stale."""
+    quirks = Quirks(counter_period_s=0.05, energy_read_latency_s=0.001, power_read_latency_s=0.001)
+    fake = quirky(monkeypatch, FakeGPUSpec.h100(), quirks=quirks, profiles=[constant(0.0)])
+    with monitor_on(fake) as monitor:
+        m = timed_window(monitor, "idle", 0.05)[2]
+        t0 = time.monotonic()
+        assert m.gpu_energy == {0: 0.0}  # type: ignore[attr-defined]
+        assert time.monotonic() - t0 < 5.0
