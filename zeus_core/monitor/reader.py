@@ -92,6 +92,20 @@ def _integral(ts: Sequence[float], ws: Sequence[float], a: float, b: float) -> f
     return total + (w_prev + at(b, j)) * 0.5 * (b - x_prev)
 
 
+def _least_squares(points: Sequence[tuple[int, float]]) -> tuple[float, float] | None:
+    """``(intercept, slope)`` of the least-squares line through ``points``; ``None`` if degenerate."""
+    m = len(points)
+    if m < 3:
+        return None
+    n_mean = sum(n for n, _ in points) / m
+    t_mean = sum(t for _, t in points) / m
+    var = sum((n - n_mean) ** 2 for n, _ in points)
+    if var <= 0:
+        return None
+    slope = sum((n - n_mean) * (t - t_mean) for n, t in points) / var
+    return (t_mean - slope * n_mean, slope) if slope > 0 else None
+
+
 class GpuTrack:
     """What the reader knows about one GPU: counter ticks, power samples and pending stamps.
 
@@ -122,7 +136,6 @@ class GpuTrack:
         self._pending: list[Stamp] = []
         self._tick_t: list[float] = []  # estimated tick instants, s
         self._tick_c: list[float] = []  # the counter from each tick on, J
-        self._tick_n: list[int] = []  # tick numbers (a tick the reader missed still counts)
         self._tick_mid: list[float] = []  # raw estimate: midway between the two reads around it, s
         self._tick_lo: list[float] = []  # the tick certainly happened in (lo, hi), s
         self._tick_hi: list[float] = []
@@ -201,7 +214,7 @@ class GpuTrack:
         """Read the counter only near its next expected tick (always until the period is known)."""
         if self.period_s is None or not self._tick_t:
             return True
-        guard = 3.0 * self._read_latency_s + 0.1 * self.period_s
+        guard = 3.0 * self._read_latency_s + 0.2 * self.period_s
         return now >= self._tick_t[-1] + self.period_s - guard
 
     def _on_energy(self, a: float, b: float, value: float) -> None:
@@ -222,11 +235,6 @@ class GpuTrack:
 
     def _add_tick(self, mid: float, lo: float, hi: float, value: float) -> None:
         """Record a tick seen in ``(lo, hi)`` and re-fit the tick lattice."""
-        n = 0
-        if self._tick_n:
-            gap = mid - self._tick_mid[-1]
-            n = self._tick_n[-1] + (max(1, round(gap / self.period_s)) if self.period_s else 1)
-        self._tick_n.append(n)
         self._tick_mid.append(mid)
         self._tick_lo.append(lo)
         self._tick_hi.append(hi)
@@ -234,7 +242,6 @@ class GpuTrack:
         self._tick_c.append(value)
         self._fit_ticks()
         if len(self._tick_t) > 2 * _KEEP_TICKS:
-            del self._tick_n[:_KEEP_TICKS]
             for series in (self._tick_mid, self._tick_lo, self._tick_hi, self._tick_t, self._tick_c):
                 del series[:_KEEP_TICKS]
 
@@ -243,23 +250,35 @@ class GpuTrack:
 
         One tick is only known to within two reads (~8 ms with 4 ms reads); a least-squares line
         through the last ticks' raw estimates (tick number -> time) is good to a fraction of that.
-        Each fitted instant is kept inside the interval its own reads prove, so a counter that is
-        not periodic is never placed where it cannot have ticked.
+        Ticks are numbered by the median gap (a tick the reader missed still counts), only ticks
+        seen between close reads enter the fit, and the line is used only where it passes through
+        each of their intervals: a counter that is not periodic keeps its raw estimates. Each
+        fitted instant stays inside the interval its own reads prove.
         """
-        m = min(len(self._tick_n), _FIT_TICKS)
+        m = min(len(self._tick_mid), _FIT_TICKS)
         if m < 3:
             return
-        ns, ts = self._tick_n[-m:], self._tick_mid[-m:]
-        n_mean, t_mean = sum(ns) / m, sum(ts) / m
-        var = sum((n - n_mean) ** 2 for n in ns)
-        slope = sum((n - n_mean) * (t - t_mean) for n, t in zip(ns, ts)) / var
-        if slope <= 0:
+        mids, los, his = self._tick_mid[-m:], self._tick_lo[-m:], self._tick_hi[-m:]
+        gaps = sorted(b - a for a, b in zip(mids, mids[1:]))
+        self.period_s = period = gaps[len(gaps) // 2]
+        ns = [0]
+        for a, b in zip(mids, mids[1:]):
+            ns.append(ns[-1] + max(1, round((b - a) / period)))
+        widths = [h - lo for lo, h in zip(los, his)]
+        narrow = 3.0 * sorted(widths)[len(widths) // 2]
+        line = _least_squares([(n, t) for n, t, w in zip(ns, mids, widths) if w <= narrow])
+        if line is None:
             return
+        intercept, slope = line
+        fitted = [intercept + slope * n for n in ns]
+        if any(
+            w <= narrow and not lo - 1e-3 <= f <= h + 1e-3 for f, lo, h, w in zip(fitted, los, his, widths)
+        ):
+            return  # not periodic enough: keep the raw estimates
         self.period_s = slope
-        first = len(self._tick_n) - m
-        for i in range(first, len(self._tick_n)):
-            t = t_mean + slope * (self._tick_n[i] - n_mean)
-            t = min(max(t, self._tick_lo[i]), self._tick_hi[i])
+        first = len(self._tick_mid) - m
+        for i, f in enumerate(fitted, start=first):
+            t = min(max(f, self._tick_lo[i]), self._tick_hi[i])
             if i == 0 or t > self._tick_t[i - 1]:
                 self._tick_t[i] = t
 
