@@ -50,7 +50,7 @@ def test_limits_are_written_in_milliwatts_and_restored(monkeypatch: pytest.Monke
     for dev in fake.devices:
         dev.power_limit_mw = 275_000  # the administrator's setting before training
     gpus = nvidia_gpus(environ={})
-    monitor = ZeusMonitor(gpus=gpus, cpu_indices=[])
+    monitor = ZeusMonitor(gpus=gpus, cpu_indices=[], read_in_background=False)  # exact on the VirtualClock
     plo = GlobalPowerLimitOptimizer(
         monitor, Energy(), wait_steps=0, warmup_steps=1, profile_steps=2, pl_step=100, early_stopping=None
     )

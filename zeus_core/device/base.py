@@ -195,6 +195,11 @@ class GPU(Device):
     def get_power(self) -> float:
         """Instantaneous power draw, W."""
 
+    @property
+    def has_instant_power(self) -> bool:
+        """Whether :meth:`get_power` is instantaneous rather than an average over a window (e.g. 1 s)."""
+        return True
+
     def describe(self) -> str:
         """One line naming the device, e.g. ``"GPU 0: NVIDIA A40 (simulated)"``."""
         suffix = " (simulated)" if self.simulated and "simulated" not in self.name else ""

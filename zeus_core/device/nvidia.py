@@ -49,6 +49,8 @@ _GPU_IS_LOST = 15
 _RESET_REQUIRED = 16
 _LIB_RM_VERSION_MISMATCH = 18
 _ARCH_VOLTA = 5
+_ARCH_AMPERE = 7
+_GA100_NAMES = ("A100", "A30")  # GA100 products: nvmlDeviceGetPowerUsage is instantaneous
 _ARCH_UNKNOWN = 0xFFFFFFFF
 
 PERMISSION_FIX = (
@@ -367,11 +369,30 @@ class NVIDIAGPU(GPU):
         except self._nvml.NVMLError as e:
             raise _translate(e, f"GPU {self.index}: get_total_energy()") from e
 
+    @property
+    def has_instant_power(self) -> bool:
+        """Whether :meth:`get_power` is instantaneous.
+
+        True where NVML's instant-power field answers, or where ``nvmlDeviceGetPowerUsage`` is
+        itself instantaneous (NVML docs: GA100 and older, i.e. before Ampere, plus A100/A30).
+        Elsewhere (Ampere except GA100, and newer, on drivers without the field) it is a 1 s average.
+        """
+        if self._instant_power_field is None:
+            self._instant_power_field = self._read_instant_power_mw() is not None
+        if self._instant_power_field:
+            return True
+        try:
+            arch = self._call("has_instant_power", "nvmlDeviceGetArchitecture")
+        except ZeusNotSupportedError:
+            return False
+        return arch < _ARCH_AMPERE or (arch == _ARCH_AMPERE and any(n in self.name for n in _GA100_NAMES))
+
     def get_power(self) -> float:
         """Instant power draw, W.
 
         NVML's instant-power field where the driver has it (newer drivers; ``nvmlDeviceGetPowerUsage``
-        is a one-second average on Ampere and newer), else ``nvmlDeviceGetPowerUsage``.
+        is a one-second average on Ampere and newer), else ``nvmlDeviceGetPowerUsage``
+        (:attr:`has_instant_power` says whether that is instantaneous).
         """
         if self._instant_power_field is not False:
             mw = self._read_instant_power_mw()

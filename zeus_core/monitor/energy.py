@@ -5,9 +5,10 @@ from __future__ import annotations
 import csv
 import logging
 import sys
+import weakref
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TextIO
 
 from zeus_core.device.base import CPU, GPU, Clock, CpuEnergy, wall_clock
 from zeus_core.exceptions import (
@@ -17,7 +18,16 @@ from zeus_core.exceptions import (
     ZeusPermissionError,
     ZeusWindowError,
 )
+from zeus_core.monitor import reader as _reader
 from zeus_core.monitor.measurement import Measurement
+from zeus_core.monitor.reader import (
+    DEFAULT_INTERVAL_S,
+    BackgroundReader,
+    GpuTrack,
+    PendingGpuEnergy,
+    Stamp,
+    shared_reader,
+)
 
 if TYPE_CHECKING:
     from zeus_core.monitor.power import PowerMonitor
@@ -26,46 +36,46 @@ __all__ = ["ZeusMonitor", "WindowHandle"]
 
 logger = logging.getLogger(__name__)
 
-_UNRESOLVED = object()
 _NO_READINGS: tuple = ()
+_FINALIZE_TIMEOUT_S = 10.0  # longest wait for the reader to finalize a window's energy
 
 
-def _measurement_factory() -> Callable[[float, dict, dict, dict, frozenset, bool], Measurement]:
-    """A constructor of :class:`Measurement` for the hot path of :meth:`ZeusMonitor.end_window`.
+class _Unresolved:
+    """Sentinel for "sync function not looked up yet" (a class, so it survives pickling by identity)."""
 
-    The frozen dataclass's ``__init__`` assigns each field through ``object.__setattr__``, which
-    costs about 1 µs per window; filling the instance ``__dict__`` directly gives the identical
-    object in a third of the time. Where ``Measurement`` ever gains slots or a
-    ``__post_init__``, the regular constructor is used instead.
+
+_Window = tuple[float, Sequence[float], Sequence[CpuEnergy], Stamp | None]
+
+
+def _new_measurement(
+    time_s: float,
+    gpu: dict[int, float] | None,
+    cpu: dict[int, float],
+    dram: dict[int, float],
+    estimated: frozenset[int],
+    simulated: bool,
+    interpolated: frozenset[int],
+    pending: PendingGpuEnergy | None = None,
+) -> Measurement:
+    """A :class:`Measurement` for the hot path of :meth:`ZeusMonitor.end_window`.
+
+    The frozen dataclass's ``__init__`` assigns each field through ``object.__setattr__`` (about
+    1 µs per window); filling the instance ``__dict__`` gives the identical object in a third of
+    the time. ``gpu=None`` with ``pending``: ``gpu_energy`` resolves on first access.
     """
-    fields = ("time", "gpu_energy", "cpu_energy", "dram_energy", "estimated_gpus", "simulated")
-    plain = (
-        not hasattr(Measurement, "__slots__")
-        and not hasattr(Measurement, "__post_init__")
-        and tuple(Measurement.__dataclass_fields__) == fields  # type: ignore[attr-defined]
-    )
-    if not plain:
-        return Measurement
-
-    new = object.__new__
-
-    def make(
-        time_s: float, gpu: dict, cpu: dict, dram: dict, estimated: frozenset, simulated: bool
-    ) -> Measurement:
-        m = new(Measurement)
-        d = m.__dict__
-        d["time"] = time_s
+    m = object.__new__(Measurement)
+    d = m.__dict__
+    d["time"] = time_s
+    if pending is None:
         d["gpu_energy"] = gpu
-        d["cpu_energy"] = cpu
-        d["dram_energy"] = dram
-        d["estimated_gpus"] = estimated
-        d["simulated"] = simulated
-        return m
-
-    return make
-
-
-_new_measurement = _measurement_factory()
+    else:
+        d["_pending"] = pending
+    d["cpu_energy"] = cpu
+    d["dram_energy"] = dram
+    d["estimated_gpus"] = estimated
+    d["simulated"] = simulated
+    d["interpolated_gpus"] = interpolated
+    return m
 
 
 class WindowHandle:
@@ -92,24 +102,45 @@ class ZeusMonitor:
     """Measures time and energy of named windows on GPUs, CPU packages and DRAM.
 
     Any number of windows may be open at once; they nest and overlap freely as long as their
-    names differ. GPUs with an energy counter (NVIDIA Volta and newer, AMD, simulated) are read
-    directly; for GPUs without one, energy is integrated from power sampled in the background by
-    a :class:`~zeus_core.monitor.power.PowerMonitor` and the measurement marks it as estimated.
+    names differ. ``begin_window``/``end_window`` never read a GPU on the calling thread: they
+    take a timestamp, and a background reader (one daemon thread per process, see
+    :mod:`zeus_core.monitor.reader`) samples each real GPU's energy counter and instant power.
+    A window's energy is the exact counter delta over the counter periods inside it plus the
+    power-weighted share of the periods at its edges; it is final about one counter period
+    (~0.1 s) after the window ends, and reading ``measurement.gpu_energy`` earlier waits for it.
+    GPUs without an energy counter (NVIDIA before Volta) have their energy integrated from
+    sampled power, and the measurement marks it as estimated. Simulated GPUs, whose readings are
+    exact and free, and CPU packages (RAPL, a cheap file read) are read at the window's edges.
+
+    The arguments take Zeus's order (``zeus.monitor.ZeusMonitor``), so code written for Zeus
+    works with only its import changed.
 
     Args:
         gpu_indices: GPUs to measure, as the user sees them (``cuda:<i>``). ``None``: all.
         cpu_indices: CPU packages to measure. ``None``: all readable ones (silently none where
             RAPL is missing or unreadable; a log line says why). ``[]``: none.
+        approx_instant_energy: Zeus's option for windows shorter than the counter's update
+            period, which otherwise read 0 J: estimate them as instant power x time (marked
+            estimated). Only the synchronous path (``read_in_background=False``) needs it; the
+            background reader apportions every window's edges already.
+        log_file: CSV file that gets one row per ended window (written once the window is final).
         sync_execution_with: ``"torch"`` (wait for queued CUDA work on the measured GPUs before
-            each reading; a no-op without CUDA), ``"jax"``, or ``None`` (never wait).
-        log_file: CSV file that gets one row per ended window, flushed at once.
+            each timestamp, on the calling thread; a no-op without CUDA), ``"jax"``, or ``None``.
         gpus: GPU objects to measure instead of this machine's (e.g. simulated GPUs).
         cpus: CPU objects to measure instead of this machine's.
-        power_sample_interval_s: Power sampling period for GPUs without an energy counter, s.
+        power_sample_interval_s: Pause between the background reader's sampling rounds, s
+            (default 2 ms for real GPUs; 0.1 s for simulated GPUs without a counter).
+        read_in_background: ``None`` (default): real GPUs go through the background reader.
+            ``False``: read every GPU at the window's edges on the calling thread, as Zeus does.
+
+    Attributes:
+        gpus: The measured GPU objects.
+        cpus: The measured CPU packages.
 
     Raises:
         ZeusDeviceNotFoundError: A requested index does not exist.
         ZeusPermissionError: ``cpu_indices`` was given explicitly and RAPL is unreadable.
+        ZeusConfigError: An argument is invalid (e.g. Zeus Suite's old positional order).
 
     Example:
         >>> from zeus_core import ZeusMonitor, SimulatedGPU, PhysicalModel, VirtualClock
@@ -127,44 +158,77 @@ class ZeusMonitor:
         self,
         gpu_indices: Sequence[int] | None = None,
         cpu_indices: Sequence[int] | None = None,
-        sync_execution_with: str | None = "torch",
+        approx_instant_energy: bool = False,
         log_file: str | Path | None = None,
+        sync_execution_with: str | None = "torch",
         *,
         gpus: Sequence[GPU] | None = None,
         cpus: Sequence[CPU] | None = None,
-        power_sample_interval_s: float = 0.1,
+        power_sample_interval_s: float | None = None,
+        read_in_background: bool | None = None,
     ) -> None:
-        if sync_execution_with not in ("torch", "jax", None):
-            raise ZeusConfigError(
-                f"ZeusMonitor(sync_execution_with={sync_execution_with!r}): use 'torch', 'jax' or None."
-            )
-        if gpus is None:
-            from zeus_core.device.discovery import get_gpus
-
-            gpus = get_gpus()
-        self.gpus: list[GPU] = _select(list(gpus), gpu_indices, "GPU", "gpu_indices")
+        _check_arguments(approx_instant_energy, sync_execution_with, power_sample_interval_s)
+        self._args = {
+            "gpu_indices": None if gpu_indices is None else list(gpu_indices),
+            "cpu_indices": None if cpu_indices is None else list(cpu_indices),
+            "approx_instant_energy": approx_instant_energy,
+            "log_file": log_file,
+            "sync_execution_with": sync_execution_with,
+            "power_sample_interval_s": power_sample_interval_s,
+            "read_in_background": read_in_background,
+        }
+        # Re-created after unpickling: only discovered or simulated devices can be (see __getstate__).
+        self._gpus_given = gpus is not None
+        self._cpus_given = cpus is not None
+        self.gpus: list[GPU] = _select(
+            _discover_gpus() if gpus is None else list(gpus), gpu_indices, "GPU", "gpu_indices"
+        )
         self._owns_cpus = cpus is None  # discovered here, so closed here
         self.cpus: list[CPU] = self._init_cpus(cpus, cpu_indices)
+        self.approx_instant_energy = approx_instant_energy
         self._sync_with = sync_execution_with
-        self._sync: object = _UNRESOLVED
+        self._sync: object = _Unresolved
         self._clock = _common_clock(self.gpus)
-        self.simulated = any(d.simulated for d in (*self.gpus, *self.cpus))
-
-        counter = [g for g in self.gpus if g.has_energy_counter]
-        self._counter_idx = tuple(g.index for g in counter)
-        self._counter_read = tuple(g.get_total_energy for g in counter)
-        self._estimated = [g for g in self.gpus if not g.has_energy_counter]
-        self._estimated_idx = frozenset(g.index for g in self._estimated)
-        self._power_monitor: PowerMonitor | None = None
-        self._power_interval = power_sample_interval_s
+        self.simulated = any(g.simulated for g in self.gpus) or any(c.simulated for c in self.cpus)
+        self._init_gpu_reads(read_in_background is not False, power_sample_interval_s)
         self._cpu_idx = [c.index for c in self.cpus]
         self._dram_idx = [c.index for c in self.cpus if c.has_dram]
         self._cpu_read = tuple(c.get_energy for c in self.cpus)
 
-        self._windows: dict[str, tuple[float, Sequence[float], Sequence[CpuEnergy]]] = {}
+        self._windows: dict[str, _Window] = {}
         self._log_path = Path(log_file) if log_file is not None else None
-        self._log = None
-        self._log_writer = None
+        self._log: TextIO | None = None
+        self._log_writer: Any = None  # a csv writer
+        self._log_queue: list[tuple[str, float, Measurement]] = []
+
+    def _init_gpu_reads(self, background: bool, interval_s: float | None) -> None:
+        """Split the GPUs: real ones to the background reader, the rest read at the window's edges."""
+        self._background = [g for g in self.gpus if background and not g.simulated]
+        direct = [g for g in self.gpus if not (background and not g.simulated)]
+        counter = [g for g in direct if g.has_energy_counter]
+        self._counter_idx = tuple(g.index for g in counter)
+        self._counter_read = tuple(g.get_total_energy for g in counter)
+        self._counter_gpus = tuple(counter)
+        self._estimated = [g for g in direct if not g.has_energy_counter]
+        self._power_monitor: PowerMonitor | None = None
+        self._power_interval = interval_s or 0.1
+        self._reader_interval = interval_s or DEFAULT_INTERVAL_S
+        self._tracks: list[GpuTrack] = []
+        self._appends: list[Callable[[Stamp], None]] = []
+        self._order = tuple(g.index for g in self.gpus)
+        self._generation = _reader.generation
+        self._attach()
+
+    # -- Zeus's attributes ------------------------------------------------------------------------
+    @property
+    def gpu_indices(self) -> list[int]:
+        """Indices of the measured GPUs (``cuda:<i>``), as in Zeus."""
+        return [g.index for g in self.gpus]
+
+    @property
+    def cpu_indices(self) -> list[int]:
+        """Indices of the measured CPU packages, as in Zeus."""
+        return [c.index for c in self.cpus]
 
     # -- set-up helpers -------------------------------------------------------------------------
     @staticmethod
@@ -182,6 +246,29 @@ class ZeusMonitor:
                 logger.warning("CPU/DRAM energy is not measured: %s", e)
                 return []
         return _select(list(cpus), cpu_indices, "CPU", "cpu_indices")
+
+    def _attach(self) -> None:
+        """Attach the background-read GPUs to this process's reader (again after a fork)."""
+        old = getattr(self, "_release", None)
+        if old is not None:
+            old.detach()  # forked: the old tracks belong to the parent's reader
+        reader = shared_reader()
+        self._tracks = [reader.attach(g, self._reader_interval) for g in self._background]
+        self._appends = [track.incoming.append for track in self._tracks]
+        self._finalizing = (
+            self._order,
+            [(track.gpu.index, track) for track in self._tracks],
+            _FINALIZE_TIMEOUT_S,
+        )
+        # A monitor dropped without close() must not keep the reader polling its GPUs.
+        self._release = weakref.finalize(
+            self, _release_tracks, reader, list(self._tracks), self._reader_interval
+        )
+        self._estimated_idx = frozenset(
+            [g.index for g in self._estimated] + [t.gpu.index for t in self._tracks if t.estimated]
+        )
+        self._interpolated_idx = frozenset(t.gpu.index for t in self._tracks if t.interpolated)
+        self._generation = _reader.generation
 
     def _resolve_sync(self) -> Callable[[], None] | None:
         real = [g.index for g in self.gpus if not g.simulated]
@@ -209,7 +296,7 @@ class ZeusMonitor:
 
     def _sync_now(self) -> None:
         sync = self._sync
-        if sync is _UNRESOLVED:
+        if sync is _Unresolved:
             sync = self._sync = self._resolve_sync()
         if sync is not None:
             sync()  # type: ignore[operator]
@@ -223,7 +310,7 @@ class ZeusMonitor:
 
     # -- windows --------------------------------------------------------------------------------
     def begin_window(self, name: str, sync_execution: bool = True) -> None:
-        """Open a window named ``name``.
+        """Open a window named ``name``. Takes a timestamp; reads no GPU on this thread.
 
         Args:
             name: Unique among currently open windows.
@@ -242,17 +329,29 @@ class ZeusMonitor:
             self._ensure_power_monitor()
         if self._log_writer is None and self._log_path is not None:
             self._open_log()  # a bad log file fails here, before any measurement could be lost
+        if self._generation != _reader.generation:
+            self._attach()  # forked: this process needs its own reader thread
         if sync_execution:
             self._sync_now()
-        cpu_read = self._cpu_read
+        counter_read, cpu_read, appends = self._counter_read, self._cpu_read, self._appends
+        t = self._clock()
+        stamp = None
+        if appends:  # hand t to the reader of each background-read GPU (deque appends, no device call)
+            stamp = Stamp(t)
+            for append in appends:
+                append(stamp)
         windows[name] = (
-            self._clock(),
-            [read() for read in self._counter_read],
+            t,
+            [read() for read in counter_read] if counter_read else _NO_READINGS,
             [read() for read in cpu_read] if cpu_read else _NO_READINGS,
+            stamp,
         )
 
     def end_window(self, name: str, sync_execution: bool = True, cancel: bool = False) -> Measurement:
-        """Close the window ``name`` and return its time and energy.
+        """Close the window ``name`` and return its time and energy. Never waits for a device.
+
+        The returned measurement's ``gpu_energy`` is final about one counter period after now;
+        reading it earlier waits until then.
 
         Args:
             name: A window opened by :meth:`begin_window`.
@@ -274,12 +373,14 @@ class ZeusMonitor:
                 dict.fromkeys(self._dram_idx, 0.0),
                 self._estimated_idx,
                 self.simulated,
+                self._interpolated_idx,
             )
         if sync_execution:
             self._sync_now()
         m = self._measure(name, start)
         if self._log_path is not None:
-            self._write_log(name, start[0], m)
+            self._log_queue.append((name, start[0], m))
+            self._flush_log(wait=False)
         return m
 
     def read_window(self, name: str, sync_execution: bool = False) -> Measurement:
@@ -334,10 +435,18 @@ class ZeusMonitor:
             f"Call begin_window({name!r}) first."
         )
 
-    def _measure(self, name: str, start: tuple[float, Sequence[float], Sequence[CpuEnergy]]) -> Measurement:
-        t0, gpu_start, cpu_start = start
+    def _measure(self, name: str, start: _Window) -> Measurement:
+        t0, gpu_start, cpu_start, begin = start
         t1 = self._clock()
-        gpu_energy = {i: read() - s for i, read, s in zip(self._counter_idx, self._counter_read, gpu_start)}
+        estimated = self._estimated_idx
+        if gpu_start:
+            gpu_energy = {
+                i: read() - s for i, read, s in zip(self._counter_idx, self._counter_read, gpu_start)
+            }
+            if self.approx_instant_energy:
+                gpu_energy, estimated = self._approximate_zeros(gpu_energy, t1 - t0)
+        else:
+            gpu_energy = {}
         if self._estimated:
             pm = self._power_monitor
             assert pm is not None  # started in begin_window
@@ -351,9 +460,31 @@ class ZeusMonitor:
                 cpu_energy[idx] = now.cpu_j - s.cpu_j
                 if now.dram_j is not None and s.dram_j is not None:
                     dram_energy[idx] = now.dram_j - s.dram_j
+        pending = None
+        if begin is not None:
+            end = Stamp(t1)
+            for append in self._appends:
+                append(end)
+            pending = PendingGpuEnergy(self._finalizing, gpu_energy, begin, end, name)
         return _new_measurement(
-            t1 - t0, gpu_energy, cpu_energy, dram_energy, self._estimated_idx, self.simulated
+            t1 - t0,
+            gpu_energy,
+            cpu_energy,
+            dram_energy,
+            estimated,
+            self.simulated,
+            self._interpolated_idx,
+            pending,
         )
+
+    def _approximate_zeros(self, gpu_energy: dict[int, float], seconds: float) -> tuple[dict, frozenset]:
+        """Zeus's ``approx_instant_energy``: a window that saw no counter tick gets power x time."""
+        estimated = set(self._estimated_idx)
+        for gpu in self._counter_gpus:
+            if gpu_energy[gpu.index] == 0.0 and seconds > 0:
+                gpu_energy[gpu.index] = gpu.get_power() * seconds
+                estimated.add(gpu.index)
+        return gpu_energy, frozenset(estimated)
 
     # -- CSV log ----------------------------------------------------------------------------------
     def _log_header(self) -> list[str]:
@@ -386,20 +517,41 @@ class ZeusMonitor:
             self._log_writer.writerow(header)
             self._log.flush()
 
+    def _flush_log(self, wait: bool) -> None:
+        """Write the rows of ended windows, in order, as far as they are final (all of them if ``wait``)."""
+        queue = self._log_queue
+        done = 0
+        for name, start_time, m in queue:
+            if not wait and not m.finalized:
+                break
+            self._write_log(name, start_time, m)
+            done += 1
+        del queue[:done]
+
     def _write_log(self, name: str, start_time: float, m: Measurement) -> None:
         if self._log_writer is None:
             self._open_log()
         row = [start_time, name, m.time]
-        row += [m.gpu_energy[g.index] for g in self.gpus]
+        try:
+            row += [m.gpu_energy[g.index] for g in self.gpus]
+        except ZeusDeviceError:
+            row += ["nan" for _ in self.gpus]  # the GPU failed: the row still says the window existed
         row += [m.cpu_energy.get(i, 0.0) for i in self._cpu_idx]
         row += [m.dram_energy.get(i, 0.0) for i in self._dram_idx]
+        assert self._log_writer is not None and self._log is not None
         self._log_writer.writerow(row)
-        assert self._log is not None
         self._log.flush()
 
     # -- lifetime ---------------------------------------------------------------------------------
     def close(self) -> None:
-        """Stop background sampling and close the log file. Open windows are forgotten."""
+        """Finalize logged windows, stop background sampling, close the log. Open windows are forgotten.
+
+        Measurements returned before are still readable: they are finalized first.
+        """
+        for _, _, m in self._log_queue:
+            _wait_quietly(m)
+        self._flush_log(wait=True)
+        self._detach()
         if self._power_monitor is not None:
             self._power_monitor.stop()
             self._power_monitor = None
@@ -414,11 +566,81 @@ class ZeusMonitor:
             self._log_writer = None
         self._windows.clear()
 
+    def _detach(self) -> None:
+        """Release this monitor's GPUs from the reader, once their pending windows are final."""
+        if not self._tracks:
+            return
+        if self._generation == _reader.generation:
+            for track in self._tracks:
+                track.wait(track.outstanding(), timeout_s=_FINALIZE_TIMEOUT_S)  # windows ended before close
+            self._release()
+        else:
+            self._release.detach()  # forked: the tracks belong to the parent's reader
+        self._tracks, self._appends = [], []
+
     def __enter__(self) -> "ZeusMonitor":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- pickling (Lightning's ddp_spawn pickles callbacks and the monitor they hold) ------------
+    def __getstate__(self) -> dict[str, object]:
+        """What a child process needs to measure the same devices: the arguments, not the handles.
+
+        Simulated devices travel with their model; real ones (discovered or passed in) are found
+        again in the child by index, after its ``CUDA_VISIBLE_DEVICES``. Open windows stay behind
+        (they are this process's).
+        """
+        args = dict(self._args)
+        state: dict[str, object] = {"args": args}
+        if self._gpus_given and all(g.simulated for g in self.gpus):
+            state["gpus"] = self.gpus
+        elif self._gpus_given:
+            args["gpu_indices"] = self.gpu_indices
+        if self._cpus_given and all(c.simulated for c in self.cpus):
+            state["cpus"] = self.cpus
+        elif self._cpus_given:
+            args["cpu_indices"] = self.cpu_indices
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        args = dict(state["args"])  # type: ignore[call-overload]
+        self.__init__(**args, gpus=state.get("gpus"), cpus=state.get("cpus"))  # type: ignore[misc]
+
+
+def _release_tracks(reader: BackgroundReader, tracks: list[GpuTrack], interval_s: float) -> None:
+    for track in tracks:
+        reader.detach(track, interval_s)
+
+
+def _discover_gpus() -> list[GPU]:
+    from zeus_core.device.discovery import get_gpus
+
+    return get_gpus()
+
+
+def _wait_quietly(m: Measurement) -> None:
+    """Finalize ``m``; a device failure stays on the measurement (the log row says nan)."""
+    try:
+        m.gpu_energy  # noqa: B018
+    except ZeusDeviceError:
+        pass
+
+
+def _check_arguments(approx: object, sync_with: object, interval_s: float | None) -> None:
+    if isinstance(approx, str) or approx is None:
+        raise ZeusConfigError(
+            f"ZeusMonitor(..., {approx!r}): the third positional argument is approx_instant_energy "
+            "(Zeus's order: gpu_indices, cpu_indices, approx_instant_energy, log_file, "
+            f"sync_execution_with). Pass sync_execution_with={approx!r} by keyword."
+        )
+    if sync_with not in ("torch", "jax", None):
+        raise ZeusConfigError(f"ZeusMonitor(sync_execution_with={sync_with!r}): use 'torch', 'jax' or None.")
+    if interval_s is not None and not interval_s > 0:
+        raise ZeusConfigError(
+            f"ZeusMonitor(power_sample_interval_s={interval_s}): the sampling period must be > 0 s."
+        )
 
 
 def _select(devices: list, indices: Sequence[int] | None, kind: str, arg: str) -> list:

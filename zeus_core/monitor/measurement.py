@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 __all__ = ["Measurement"]
+
+
+class _PendingEnergy(Protocol):
+    def done(self) -> bool: ...
+
+    def resolve(self) -> dict[int, float]: ...
 
 
 @dataclass(frozen=True)
 class Measurement:
     """Time and energy of one measurement window.
+
+    A window on real GPUs is finalized by the monitor's background reader up to about one energy
+    counter period (~0.1 s) after it ends: ``end_window`` returns at once, and reading
+    ``gpu_energy`` (or anything derived from it) waits until it is final. :attr:`finalized`
+    says whether that would wait.
 
     Attributes:
         time: Wall-clock duration of the window, s.
@@ -19,6 +31,12 @@ class Measurement:
         estimated_gpus: GPU indices whose energy was integrated from sampled power because the GPU
             has no energy counter (an estimate, not a counter reading).
         simulated: Whether any measured device is simulated.
+        interpolated_gpus: GPU indices without instant power: their energy is exact over whole
+            counter periods, and the share of the periods at the window's edges is interpolated
+            linearly in time.
+
+    Raises:
+        ZeusDeviceError: On reading ``gpu_energy``, where a GPU failed during the window.
     """
 
     time: float
@@ -27,6 +45,31 @@ class Measurement:
     dram_energy: dict[int, float] = field(default_factory=dict)
     estimated_gpus: frozenset[int] = frozenset()
     simulated: bool = False
+    interpolated_gpus: frozenset[int] = frozenset()
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called for attributes missing from __dict__: a lazy gpu_energy resolves here.
+        if name == "gpu_energy":
+            pending: _PendingEnergy | None = self.__dict__.get("_pending")
+            if pending is not None:
+                energy = pending.resolve()
+                self.__dict__["gpu_energy"] = energy
+                self.__dict__.pop("_pending", None)
+                return energy
+        raise AttributeError(f"'Measurement' object has no attribute {name!r}")
+
+    def __getstate__(self) -> dict[str, Any]:
+        self.gpu_energy  # noqa: B018 (resolve before pickling: the pending part holds threads' state)
+        return {k: v for k, v in self.__dict__.items() if k != "_pending"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    @property
+    def finalized(self) -> bool:
+        """Whether the energy is final (reading it does not wait)."""
+        pending: _PendingEnergy | None = self.__dict__.get("_pending")
+        return pending is None or pending.done()
 
     @property
     def gpu_total_energy(self) -> float:

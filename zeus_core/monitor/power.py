@@ -185,7 +185,7 @@ class PowerMonitor:
         self.clock: Clock = clock
         self.interval_s = float(interval_s)
         self.capacity = int(capacity)
-        self.simulated = any(d.simulated for d in (*self.gpus, *self.cpus))
+        self.simulated = any(g.simulated for g in self.gpus) or any(c.simulated for c in self.cpus)
         self._gpu_power = {g.index: _Ring(capacity) for g in self.gpus}
         self._cpu_energy = {c.index: _Ring(capacity) for c in self.cpus}
         self._dram_energy = {c.index: _Ring(capacity) for c in self.cpus if c.has_dram}
@@ -350,7 +350,7 @@ class PowerMonitor:
     ) -> dict[int, list[tuple[float, float]]]:
         with self._lock:
             series = {i: r.arrays() for i, r in rings.items()}
-        out = {}
+        out: dict[int, list[tuple[float, float]]] = {}
         for i, (t, e) in series.items():
             if len(t) < 2:
                 out[i] = []
