@@ -29,7 +29,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 from zeus_core.device.activity import Activity, ChildProcessActivity, ProcessActivity
 from zeus_core.device.base import GPU, Clock, PowerLimitConstraints, wall_clock
@@ -397,12 +397,14 @@ class SimulatedGPU(GPU):
         self._utilization = 0.0
         self._lock = threading.Lock()  # power samplers read from other threads
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickle without the lock (a new one is made on unpickling)."""
         state = self.__dict__.copy()
         del state["_lock"]
         return state
 
-    def __setstate__(self, state: dict) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Rebuild the lock; CPU time is counted afresh in the new process."""
         self.__dict__.update(state)
         self._lock = threading.Lock()
         if self._activity is not None:  # CPU time starts again in a new process
