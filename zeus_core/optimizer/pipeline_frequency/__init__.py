@@ -14,7 +14,7 @@ In training:
 
 * :mod:`.profiler`: :class:`InstructionProfiler` (time and energy per instruction at a sweep of clocks);
 * :mod:`.controller`: :class:`FrequencyController` (sets locked SM clocks off the training thread);
-* :mod:`.runtime`: :class:`PerseusRuntime` (profile -> plan on rank 0 -> broadcast -> apply; reuse on restart).
+* :mod:`.runtime`: :class:`PerseusRuntime` (profile, plan on rank 0, broadcast, apply; reuse on restart).
 
 Names load lazily, so importing this package does not import scipy or matplotlib.
 """

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from zeus_core import console
 from zeus_core.device.base import GPU
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceNotFoundError, ZeusError, ZeusProfileError
+from zeus_core.optimizer.pipeline_frequency.blocking_power import resolve_blocking_power
 from zeus_core.optimizer.pipeline_frequency.controller import ControlMode
 from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
 from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
@@ -78,7 +80,8 @@ class PlanSettings:
         unit_time_s: The planner's time quantum, s; ``None``: 1 ms, or a twentieth of the shortest
             profiled instruction where that is shorter.
         blocking_power_w: GPU power while blocked on communication, W; ``None``: measured while
-            profiling (rank average), 0 where it cannot be measured.
+            profiling (rank average), else the GPUs' idle power (a simulated GPU's model, or the
+            documented figure of :mod:`.blocking_power`), never a silent 0 W.
 
     Raises:
         ZeusConfigError: Unknown target, a deadline target without ``deadline_s``, or a bad value.
@@ -138,6 +141,7 @@ class RankInfo:
     order: tuple[tuple[str, int], ...]
     sweep_error: str | None = None
     mode: str = ControlMode.CONTROL.value
+    idle_power_w: float | None = None
 
 
 @dataclass(frozen=True)
@@ -383,6 +387,27 @@ def _max_plan(schedule: PipelineSchedule, infos: Sequence[RankInfo]) -> Frequenc
     )
 
 
+def _blocking_for(planning: PlanSettings, measured_w: float | None, infos: Sequence[RankInfo]) -> float:
+    """Blocking power to plan with, W: the setting, the measured value, else the GPUs' idle power."""
+    if planning.blocking_power_w is None and measured_w is None:
+        idle = [i.idle_power_w for i in infos if i.idle_power_w is not None]
+        if idle:
+            console.warn(
+                "Perseus: no rank spent measurable time blocked on communication; planning with the GPUs' "
+                f"idle power {max(idle):g} W as blocking power (PlanSettings(blocking_power_w=W) overrides)."
+            )
+            return max(idle)
+    watts, source = resolve_blocking_power(
+        planning.blocking_power_w, measured_w, " / ".join(_gpu_names(infos).values())
+    )
+    if source.startswith("documented"):
+        console.warn(
+            f"Perseus: no rank spent measurable time blocked on communication; planning with the {source}, "
+            f"{watts:g} W (set PlanSettings(blocking_power_w=W) to override)."
+        )
+    return watts
+
+
 def _failsafe(func: Any) -> Any:
     def wrapped(*args: Any, **kwargs: Any) -> Decision:
         try:
@@ -428,9 +453,7 @@ def decide_after_discovery(
             return Decision(plan=plan.to_dict(), profile_csv=csv_text, source=f"reused {plan_path}")
         if saved is not None:
             profile, blocking = saved
-            blocking_w = (
-                planning.blocking_power_w if planning.blocking_power_w is not None else float(blocking or 0.0)
-            )
+            blocking_w = _blocking_for(planning, blocking, infos)
             plan = _make_plan(schedule, profile, blocking_w, planning, infos)
             plan.save(plan_path)
             return Decision(
@@ -463,15 +486,7 @@ def decide_after_profiling(
         rows, gpu_name=" / ".join(sorted(set(names.values()))), simulated=simulated
     )
     measured = [r.blocking_power_w for r in results if r.blocking_power_w is not None]
-    if planning.blocking_power_w is not None:
-        blocking_w = planning.blocking_power_w
-    elif measured:
-        blocking_w = sum(measured) / len(measured)
-    else:
-        blocking_w = 0.0
-        logger.warning(
-            "No rank spent measurable time blocked on communication; planning with blocking power 0 W."
-        )
+    blocking_w = _blocking_for(planning, sum(measured) / len(measured) if measured else None, infos)
     if save_dir is not None:
         profile.to_csv(save_dir / PROFILE_FILE)
         meta = {

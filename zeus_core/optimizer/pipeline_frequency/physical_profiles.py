@@ -177,4 +177,9 @@ def physical_instruction_profile(
                     e *= 1.0 + noise * rng.standard_normal()
                 rows.append(ProfileMeasurement(int(f), float(t), float(e)))
             data[(stage, kind)] = rows
-    return InstructionProfile(data, gpu_name=f"{m.gpu_name} (physical model)", simulated=True)
+    return InstructionProfile(
+        data,
+        gpu_name=f"{m.gpu_name} (physical model)",
+        simulated=True,
+        blocking_power_w=spec.blocking_power_w,
+    )

@@ -499,6 +499,9 @@ class PerseusRuntime(TrainingCallback):
             order=tuple((r.kind.value, r.microbatch) for r in self._records),
             sweep_error=sweep_error,
             mode=self.mode.value,
+            idle_power_w=getattr(getattr(self._gpu, "behavior", None), "idle_power_w", None)
+            if self._gpu.simulated
+            else None,
         )
 
     def _after_discovery(self) -> None:
