@@ -53,7 +53,7 @@ import logging
 from pathlib import Path
 from typing import Any, Deque
 
-from zeus_core import distributed
+from zeus_core import console, distributed
 from zeus_core.callback import TrainingCallback
 from zeus_core.device.base import GPU
 from zeus_core.exceptions import ZeusConfigError, ZeusError, ZeusProfileError
@@ -187,6 +187,7 @@ class PerseusRuntime(TrainingCallback):
         self._counts: dict[InstructionKind, int] = {}
         self._open: tuple[InstructionKind, int] | None = None
         self._mismatch_warned = False
+        self._unfinished_warned = False
         self._infos: list[plans.RankInfo] = []
 
     # -- configuration -------------------------------------------------------------------------
@@ -251,8 +252,12 @@ class PerseusRuntime(TrainingCallback):
         self._controller.start()
 
     def close(self) -> None:
-        """Restore the GPU's clocks and stop measuring (idempotent)."""
+        """Restore the GPU's clocks and stop measuring (idempotent).
+
+        Closing before a plan exists warns (on rank zero) and saves what was profiled so far.
+        """
         try:
+            self._warn_unfinished()
             if self._controller is not None:
                 self._controller.close()
         finally:
@@ -260,6 +265,34 @@ class PerseusRuntime(TrainingCallback):
                 self._monitor.close()
                 self._monitor = None
             self._in_iteration = False
+
+    def _warn_unfinished(self) -> None:
+        """Training ends before a plan: say so once, and keep this rank's partial profile."""
+        phase = self._phase
+        if self._unfinished_warned or self._iteration == 0 or isinstance(phase, Applying):
+            return
+        self._unfinished_warned = True
+        profiler, saved = self._profiler, ""
+        if profiler is not None and profiler.measurements and self.save_dir is not None:
+            path = self.save_dir / f"profile-partial-stage{self.stage}-rank{distributed.rank()}.csv"
+            try:
+                InstructionProfile.from_rows(
+                    profiler.rows(),
+                    gpu_name=self._gpu.name if self._gpu else "",
+                    simulated=profiler.simulated,
+                    blocking_power_w=profiler.blocking_power_w(),
+                ).to_csv(path)
+                saved = f" The partial profile ({len(profiler.frequencies())} clocks) is in {path}."
+            except (OSError, ZeusError) as exc:
+                saved = f" Saving the partial profile to {path} failed: {exc}."
+        budget = self.warmup_iterations + self.sweep.iterations_per_frequency * (
+            self.sweep.max_frequencies if self.sweep.adaptive else len(self._sweep_mhz) or 1
+        )
+        console.warn(
+            f"Perseus: training ended after {self._iteration} iteration(s), while {phase.name}, before a "
+            f"frequency plan was made; clocks were not optimised.{saved} Run at least {budget} iterations "
+            "(or pass a plan) for Perseus to plan."
+        )
 
     def __enter__(self) -> "PerseusRuntime":
         self.start()
@@ -466,18 +499,27 @@ class PerseusRuntime(TrainingCallback):
                 if it + 1 < self.sweep.iterations_per_frequency:
                     self._phase = Profiling(i, it + 1, meas)
                     return
-                profiler = self._profiler_for()
-                local = (
-                    meas
-                    and i + 1 < len(self._sweep_mhz)
-                    and not profiler.energy_has_risen(self.sweep.patience, self.sweep.tolerance)
-                )
+                local = meas and self._extend_sweep(i)
                 if distributed.all_reduce([float(local)], "max")[0] > 0:
                     self._phase = Profiling(i + 1 if local else i, 0, local)
                 else:
                     self._after_profiling()
             case Applying():
                 pass
+
+    def _extend_sweep(self, index: int) -> bool:
+        """Whether this rank profiles another clock after clock ``index`` (adaptive: picks it)."""
+        profiler = self._profiler_for()
+        if not self.sweep.adaptive:
+            return index + 1 < len(self._sweep_mhz) and not profiler.energy_has_risen(
+                self.sweep.patience, self.sweep.tolerance
+            )
+        assert self._gpu is not None
+        nxt = self.sweep.next_frequency(self._gpu.supported_sm_frequencies(), profiler.effective_energies())
+        if nxt is None or nxt in self._sweep_mhz:
+            return False
+        self._sweep_mhz.append(nxt)
+        return True
 
     def _local_info(self) -> plans.RankInfo:
         assert self._gpu is not None and self.stage is not None and self.num_stages is not None
