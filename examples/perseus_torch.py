@@ -79,10 +79,11 @@ def rank_main(rank: int, args: argparse.Namespace) -> None:
     with runtime, torch_pipelining.attach(runtime, stage, schedule):
         while runtime.plan is None:  # discovery and profiling
             step()
+        to_plan = len(runtime.iterations)
         planned = measure_iterations(step, gpu, args.iterations, "plan")
         plan = runtime.plan
     if rank == 0:
-        print(RunComparison(plan, baseline, planned).report(), flush=True)
+        print(RunComparison(plan, baseline, planned, to_plan).report(), flush=True)
     dist.destroy_process_group()
 
 

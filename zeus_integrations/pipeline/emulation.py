@@ -181,11 +181,14 @@ class RunComparison:
         plan: The plan that ran (its ``iteration_time_s`` / ``energy_j`` are the prediction).
         baseline: Measured at the highest clocks.
         planned: Measured with the plan.
+        iterations_to_plan: Training iterations run before the plan was applied (discovery and
+            profiling), or ``None`` if not recorded.
     """
 
     plan: FrequencyPlan
     baseline: IterationStats
     planned: IterationStats
+    iterations_to_plan: int | None = None
 
     @property
     def time_change(self) -> float:
@@ -212,7 +215,12 @@ class RunComparison:
             ("max clocks", meta.get("baseline_time_s"), meta.get("baseline_energy_j"), self.baseline),
             (f"plan {self.plan.label}", self.plan.iteration_time_s, self.plan.energy_j, self.planned),
         ]
-        lines = [self.plan.to_text(), "", f"{'per iteration':<24} {'predicted':>20} {'measured':>20}"]
+        lines = [self.plan.to_text(), ""]
+        if self.iterations_to_plan is not None:
+            lines.append(
+                f"plan ready after {self.iterations_to_plan} training iterations (discovery, profiling)"
+            )
+        lines.append(f"{'per iteration':<24} {'predicted':>20} {'measured':>20}")
         for label, t, e, measured in rows:
             predicted = f"{t:.4f} s {e:7.1f} J" if t is not None and e is not None else "-"
             lines.append(

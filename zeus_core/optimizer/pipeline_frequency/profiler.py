@@ -122,7 +122,8 @@ class FrequencySweep:
             )
         if self.max_frequencies < 2 or not 0 < self.descent_ratio < 1:
             raise ZeusConfigError(
-                f"FrequencySweep(max_frequencies={self.max_frequencies}, descent_ratio={self.descent_ratio}): "
+                f"FrequencySweep(max_frequencies={self.max_frequencies}, "
+                f"descent_ratio={self.descent_ratio}): "
                 "need at least 2 clocks and 0 < descent_ratio < 1."
             )
 

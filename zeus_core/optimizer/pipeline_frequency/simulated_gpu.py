@@ -158,7 +158,8 @@ class SimulatedPipelineGPU(SimulatedGPU):
                 model = PIPELINE_GPU_PRESETS[preset.lower()]()
             except KeyError:
                 raise ZeusConfigError(
-                    f"SimulatedPipelineGPU({preset!r}): unknown preset; use one of {sorted(PIPELINE_GPU_PRESETS)} "
+                    f"SimulatedPipelineGPU({preset!r}): unknown preset; use one of "
+                    f"{sorted(PIPELINE_GPU_PRESETS)} "
                     "or pass a PhysicalModel."
                 ) from None
         else:
