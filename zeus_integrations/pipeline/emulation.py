@@ -48,12 +48,14 @@ class _Run(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, layer: "GpuWork") -> torch.Tensor:  # noqa: D102
         ctx.layer = layer
+        layer.clocks.append(layer.gpu.locked_sm_frequency)
         layer.elapsed_s.append(layer.gpu.run(layer.forward_work))
         return x.clone()
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # noqa: D102
         layer = ctx.layer
+        layer.clocks.append(layer.gpu.locked_sm_frequency)
         layer.elapsed_s.append(layer.gpu.run(layer.backward_work))
         return grad, None
 
@@ -68,6 +70,7 @@ class GpuWork(torch.nn.Module):
 
     Attributes:
         elapsed_s: Duration of every forward and backward run so far, s.
+        clocks: The locked SM clock (MHz, ``None``: unlocked) when each of them started.
     """
 
     def __init__(
@@ -78,6 +81,7 @@ class GpuWork(torch.nn.Module):
         self.forward_work = forward
         self.backward_work = backward if backward is not None else forward.scaled(2.0)
         self.elapsed_s: list[float] = []
+        self.clocks: list[int | None] = []
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
         return _Run.apply(x, self)
