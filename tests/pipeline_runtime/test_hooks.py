@@ -21,8 +21,11 @@ class Recorder:
     def __init__(self) -> None:
         self.events: list[tuple[Any, ...]] = []
 
-    def set_pipeline(self, stage: int, num_stages: int, schedule: str | None = None) -> None:
+    def set_pipeline(
+        self, stage: int, num_stages: int, schedule: str | None = None, framework: str | None = None
+    ) -> None:
         self.events.append(("pipeline", stage, num_stages, schedule))
+        self.framework = framework
 
     def begin_iteration(self) -> None:
         self.events.append(("begin_iteration",))

@@ -38,10 +38,10 @@ def deepspeed_on_cpu() -> bool:
         return False
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
     os.environ.setdefault("DS_BUILD_OPS", "0")
-    import deepspeed.comm  # noqa: F401  (loads deepspeed.comm.torch)
+    import deepspeed.comm  # type: ignore[import-untyped]  # noqa: F401  (loads deepspeed.comm.torch)
 
     # `import deepspeed.comm.torch as m` yields the torch library (the name is shadowed), hence sys.modules.
-    sys.modules["deepspeed.comm.torch"].build_shm_op = lambda: None
+    setattr(sys.modules["deepspeed.comm.torch"], "build_shm_op", lambda: None)
     return True
 
 

@@ -54,7 +54,7 @@ def attach(listener: InstructionListener, engine: Any) -> Attachment:
             f"deepspeed.attach: {type(engine).__name__} is not a PipelineEngine; pass the engine that "
             "deepspeed.initialize returns for a PipelineModule."
         )
-    listener.set_pipeline(int(engine.stage_id), int(engine.num_stages), "1f1b")
+    listener.set_pipeline(int(engine.stage_id), int(engine.num_stages), "1f1b", framework="deepspeed")
     table = dict(engine._INSTRUCTION_MAP)  # the documented dispatch seam (looked up through self)
     table[pipe_schedule.ForwardPass] = wrap_instruction(
         listener, InstructionKind.FORWARD, table[pipe_schedule.ForwardPass], _counted

@@ -94,7 +94,7 @@ def attach(
             "megatron.attach: model parallelism is not initialized; call "
             "parallel_state.initialize_model_parallel(...) first, or pass stage= and num_stages=."
         )
-    listener.set_pipeline(int(stage), int(num_stages), "1f1b")
+    listener.set_pipeline(int(stage), int(num_stages), "1f1b", framework="megatron")
     undo = [
         patch_attribute(
             schedules,

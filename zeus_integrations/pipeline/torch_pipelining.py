@@ -48,7 +48,7 @@ def schedule_name(schedule: Any) -> str:
 
 
 def _first_arg(args: tuple, kwargs: dict) -> int:
-    return int(args[0]) if args else int(kwargs.get("fwd_chunk_id", kwargs.get("bwd_chunk_id")))
+    return int(args[0] if args else kwargs.get("fwd_chunk_id", kwargs.get("bwd_chunk_id", -1)))
 
 
 def attach(listener: InstructionListener, stage: Any, schedule: Any) -> Attachment:
@@ -75,7 +75,7 @@ def attach(listener: InstructionListener, stage: Any, schedule: Any) -> Attachme
             raise ZeusConfigError(
                 f"torch_pipelining.attach: {type(stage).__name__} has no {method}(); pass the PipelineStage."
             )
-    listener.set_pipeline(int(stage.stage_index), int(stage.num_stages), name)
+    listener.set_pipeline(int(stage.stage_index), int(stage.num_stages), name, framework="torch")
 
     backward = stage.backward_one_chunk
 

@@ -163,8 +163,8 @@ def _run(args: argparse.Namespace) -> int:
             name: {
                 "iteration_time_s": p.iteration_time_s,
                 "energy_j": p.energy_j,
-                "saving_vs_max_frequency": 1.0 - p.energy_j / base.energy_j,
-                "slowdown_vs_max_frequency": p.iteration_time_s / base.iteration_time_s - 1.0,
+                "saving_vs_max_frequency": 1.0 - p.prediction()[1] / base.prediction()[1],
+                "slowdown_vs_max_frequency": p.prediction()[0] / base.prediction()[0] - 1.0,
             }
             for name, p in plans.items()
         },

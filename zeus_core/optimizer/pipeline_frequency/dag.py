@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import networkx as nx
+import networkx as nx  # type: ignore[import-untyped]
 import numpy as np
 
 from zeus_core.exceptions import ZeusConfigError

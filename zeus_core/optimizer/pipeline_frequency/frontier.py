@@ -304,7 +304,7 @@ class Frontier:
 
     def zero_slowdown_plan(self) -> FrequencyPlan:
         """Least energy with no slowdown versus :meth:`max_frequency_plan` (Perseus's default plan)."""
-        return self._plan_within(self.max_frequency_plan().iteration_time_s, "zero-slowdown")
+        return self._plan_within(self.max_frequency_plan().prediction()[0], "zero-slowdown")
 
     def plan_for_time(self, time_s: float, label: str = "deadline") -> FrequencyPlan:
         """The least-energy plan for an iteration allowed to take ``time_s`` (s).
@@ -315,7 +315,7 @@ class Frontier:
         Raises:
             ZeusConfigError: ``time_s`` is shorter than the all-maximum-clock iteration.
         """
-        fastest = self.max_frequency_plan().iteration_time_s
+        fastest = self.max_frequency_plan().prediction()[0]
         if time_s < fastest * (1 - _TIME_RTOL):
             raise ZeusConfigError(
                 f"plan_for_time({time_s:.6g} s): the pipeline needs at least {fastest:.6g} s per iteration "
@@ -434,7 +434,7 @@ class Frontier:
             "max_frequency_energy_j": base.energy_j,
             "zero_slowdown_time_s": fast.iteration_time_s,
             "zero_slowdown_energy_j": fast.energy_j,
-            "zero_slowdown_saving": 1.0 - fast.energy_j / base.energy_j,
+            "zero_slowdown_saving": 1.0 - fast.prediction()[1] / base.prediction()[1],
             "least_energy_time_s": least.iteration_time_s,
             "least_energy_energy_j": least.energy_j,
             "solve_time_s": self.solver.solve_time_s,

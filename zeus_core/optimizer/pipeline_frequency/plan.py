@@ -180,6 +180,19 @@ class FrequencyPlan:
                 + self.to_text(mark=failing)
             )
 
+    def prediction(self) -> tuple[float, float]:
+        """Predicted iteration time (s) and energy (J).
+
+        Raises:
+            ZeusProfileError: The plan carries no prediction (e.g. a hand-made uniform plan).
+        """
+        if self.iteration_time_s is None or self.energy_j is None:
+            raise ZeusProfileError(
+                f"FrequencyPlan {self.label!r} has no predicted time and energy; replay it with "
+                "Frontier.replay_plan(plan) for one."
+            )
+        return self.iteration_time_s, self.energy_j
+
     def to_text(self, mark: Collection[Instruction] = ()) -> str:
         """A grid: one row per (stage, instruction type), one column per microbatch; ``>f<`` marks cells."""
         marked = set(mark)

@@ -72,7 +72,8 @@ class InstructionProfile:
 
     def __init__(
         self,
-        measurements: Mapping[tuple[int, InstructionKind | str], Sequence[ProfileMeasurement]],
+        measurements: Mapping[tuple[int, InstructionKind], Sequence[ProfileMeasurement]]
+        | Mapping[tuple[int, str], Sequence[ProfileMeasurement]],
         gpu_name: str = "",
         simulated: bool = False,
         blocking_power_w: float | None = None,

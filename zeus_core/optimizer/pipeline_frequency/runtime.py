@@ -50,17 +50,26 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
+import sys
 from pathlib import Path
 from typing import Any, Deque
 
 from zeus_core import console, distributed
 from zeus_core.callback import TrainingCallback
 from zeus_core.device.base import GPU
-from zeus_core.exceptions import ZeusConfigError, ZeusError, ZeusProfileError
+from zeus_core.exceptions import ZeusConfigError, ZeusDeviceNotFoundError, ZeusError, ZeusProfileError
 from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.optimizer.pipeline_frequency import _runtime_plans as plans
 from zeus_core.optimizer.pipeline_frequency.controller import ControlMode, FrequencyController
+from zeus_core.optimizer.pipeline_frequency.decisions import (
+    Decision,
+    decide_after_discovery,
+    decide_after_profiling,
+    describe_plan,
+)
+from zeus_core.optimizer.pipeline_frequency.observed_pipeline import RankInfo, RankProfile, schedule_of
 from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
+from zeus_core.optimizer.pipeline_frequency.plan_settings import PlanSettings, PlanTarget
 from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
 from zeus_core.optimizer.pipeline_frequency.profiler import (
     FrequencySweep,
@@ -89,15 +98,13 @@ __all__ = [
     "InstructionRecord",
     "IterationRecord",
     "PerseusRuntime",
+    "resolve_gpu",
 ]
 
 logger = logging.getLogger(__name__)
 
 _STATE_VERSION = 1
 _ITERATION_WINDOW = profiler_window_name("runtime_iteration")
-
-PlanTarget = plans.PlanTarget
-PlanSettings = plans.PlanSettings
 
 
 class PerseusRuntime(TrainingCallback):
@@ -165,7 +172,7 @@ class PerseusRuntime(TrainingCallback):
         self.sweep = sweep or FrequencySweep()
         self.planning = planning or PlanSettings()
         self._gpu_arg = gpu
-        self._given_plan = FrequencyPlan.load(plan) if isinstance(plan, (str, Path)) else plan
+        self._given_plan = _load_given_plan(plan) if isinstance(plan, (str, Path)) else plan
         self.save_dir = Path(save_dir) if save_dir is not None else None
         self.warmup_iterations = warmup_iterations
         self.iterations: Deque[IterationRecord] = collections.deque(maxlen=history)
@@ -188,10 +195,15 @@ class PerseusRuntime(TrainingCallback):
         self._open: tuple[InstructionKind, int] | None = None
         self._mismatch_warned = False
         self._unfinished_warned = False
-        self._infos: list[plans.RankInfo] = []
+        self._off_plan = False
+        self._shape_warned = False
+        self.framework = ""
+        self._infos: list[RankInfo] = []
 
     # -- configuration -------------------------------------------------------------------------
-    def set_pipeline(self, stage: int, num_stages: int, schedule: str | None = None) -> None:
+    def set_pipeline(
+        self, stage: int, num_stages: int, schedule: str | None = None, framework: str | None = None
+    ) -> None:
         """Tell the runtime which stage this process runs (the framework hooks call this).
 
         Args:
@@ -199,6 +211,8 @@ class PerseusRuntime(TrainingCallback):
             num_stages: Pipeline stages.
             schedule: The framework's schedule name (``"1f1b"``, ``"gpipe"``), for file names
                 and a check against the observed order.
+            framework: The hook's framework (``"torch"``, ``"deepspeed"``, ``"megatron"``), so
+                error messages name the fix for it.
 
         Raises:
             ZeusConfigError: Out of range, or different from an earlier call.
@@ -215,6 +229,7 @@ class PerseusRuntime(TrainingCallback):
             )
         self.stage, self.num_stages = int(stage), int(num_stages)
         self.schedule_name = (schedule or self.schedule_name or "observed").lower()
+        self.framework = framework or self.framework
 
     @property
     def phase(self) -> RuntimePhase:
@@ -245,7 +260,7 @@ class PerseusRuntime(TrainingCallback):
         """
         if self._controller is not None and self._controller.active:
             return
-        gpu = self._gpu = plans.resolve_gpu(self._gpu_arg)
+        gpu = self._gpu = resolve_gpu(self._gpu_arg)
         if self._monitor is None:
             self._monitor = ZeusMonitor(gpus=[gpu], cpu_indices=[])
         self._controller = FrequencyController(gpu, self.mode)
@@ -306,6 +321,7 @@ class PerseusRuntime(TrainingCallback):
 
     def _close_quietly(self) -> None:
         """Close while another error is in flight: a failing restore is logged, not raised over it."""
+        self._unfinished_warned = True  # the error says what happened; no "ended before a plan" too
         try:
             self.close()
         except Exception:
@@ -340,7 +356,7 @@ class PerseusRuntime(TrainingCallback):
             mhz = self._sweep_mhz[phase.index] if phase.measuring else self._sweep_mhz[0]
             self._controller.request(mhz, tag="profile")
             if not self._controller.wait():
-                logger.warning("GPU %d did not reach %d MHz in time; profiling anyway.", self._gpu.index, mhz)
+                logger.warning("GPU %s did not reach %d MHz in time; profiling anyway.", self.stage, mhz)
             if phase.measuring:
                 self._profiler_for().begin_iteration(mhz)
         elif isinstance(phase, Applying) and self._program:
@@ -384,6 +400,7 @@ class PerseusRuntime(TrainingCallback):
         self._iteration += 1
         if isinstance(phase, Applying):
             self._controller.request(self._max_mhz(), tag="between-iterations")
+            self._check_shape()
             return
         try:
             self._advance(phase)
@@ -466,6 +483,28 @@ class PerseusRuntime(TrainingCallback):
         assert self._gpu is not None
         return max(self._gpu.supported_sm_frequencies())
 
+    def _check_shape(self) -> None:
+        """After an applied iteration: if it ran instructions the plan lacks (or lacked some), plan again.
+
+        Every stage sees a change of the microbatch count in the same iteration, so all ranks
+        re-discover together: the next iteration runs at the highest clocks, then rank 0 re-plans
+        from the profile (or the saved plan for that shape), or the ranks profile.
+        """
+        ran = sorted((r.kind.value, r.microbatch) for r in self._records)
+        planned = sorted((k.value, m) for k, m, _ in self._program)
+        if not self._off_plan and ran == planned:
+            return
+        self._off_plan = False
+        if not self._shape_warned:
+            self._shape_warned = True
+            console.warn(
+                f"Perseus: the pipeline ran {len(ran)} instructions per iteration on stage {self.stage} "
+                f"where the plan has {len(planned)} (the microbatch count changed?); running at the highest "
+                "clocks and planning again for the new shape."
+            )
+        self._phase = Discovering(1)
+        self._program, self._lookup = [], {}
+
     def _planned(self, kind: InstructionKind, mb: int) -> int:
         pos = len(self._records)
         expected = self._program[pos][:2] if pos < len(self._program) else None
@@ -480,13 +519,10 @@ class PerseusRuntime(TrainingCallback):
                 pos,
                 expected,
             )
-        try:
-            return self._lookup[(kind, mb)]
-        except KeyError:
-            raise ZeusConfigError(
-                f"PerseusRuntime: stage {self.stage} ran {kind.value} of microbatch {mb}, which the plan for "
-                f"{self.plan.num_microbatches if self.plan else '?'} microbatches does not have."
-            ) from None
+        if (kind, mb) not in self._lookup:
+            self._off_plan = True  # run it at the highest clock; the iteration's end plans again
+            return self._max_mhz()
+        return self._lookup[(kind, mb)]
 
     def _advance(self, phase: RuntimePhase) -> None:
         """The only place phases change (after an iteration, on every rank together)."""
@@ -521,7 +557,7 @@ class PerseusRuntime(TrainingCallback):
         self._sweep_mhz.append(nxt)
         return True
 
-    def _local_info(self) -> plans.RankInfo:
+    def _local_info(self) -> RankInfo:
         assert self._gpu is not None and self.stage is not None and self.num_stages is not None
         supported = tuple(self._gpu.supported_sm_frequencies())
         sweep_error = None
@@ -530,7 +566,7 @@ class PerseusRuntime(TrainingCallback):
                 self._sweep_mhz = self.sweep.frequencies_for(supported)
             except ZeusConfigError as exc:
                 sweep_error = f"rank {distributed.rank()}: {exc}"
-        return plans.RankInfo(
+        return RankInfo(
             rank=distributed.rank(),
             stage=self.stage,
             num_stages=self.num_stages,
@@ -541,6 +577,7 @@ class PerseusRuntime(TrainingCallback):
             order=tuple((r.kind.value, r.microbatch) for r in self._records),
             sweep_error=sweep_error,
             mode=self.mode.value,
+            framework=self.framework,
             idle_power_w=getattr(getattr(self._gpu, "behavior", None), "idle_power_w", None)
             if self._gpu.simulated
             else None,
@@ -551,24 +588,32 @@ class PerseusRuntime(TrainingCallback):
         self._infos = infos
         decision = None
         if distributed.is_rank_zero():
-            decision = plans.decide_after_discovery(
-                infos, self.planning, self.mode, self._given_plan, self.save_dir
+            decision = decide_after_discovery(
+                infos,
+                self.planning,
+                self.mode,
+                self._given_plan,
+                self.save_dir,
+                self.profile.to_csv_text() if self.profile is not None else None,
             )
         self._follow(distributed.broadcast_object(decision))
 
     def _after_profiling(self) -> None:
         profiler = self._profiler_for()
-        result = plans.RankProfile(self.stage or 0, profiler.rows(), profiler.blocking_power_w())
+        result = RankProfile(self.stage or 0, profiler.rows(), profiler.blocking_power_w())
         results = distributed.all_gather_object(result)
         decision = None
         if distributed.is_rank_zero():
-            decision = plans.decide_after_profiling(self._infos, results, self.planning, self.save_dir)
+            decision = decide_after_profiling(self._infos, results, self.planning, self.save_dir)
         self._follow(distributed.broadcast_object(decision))
 
-    def _follow(self, decision: plans.Decision) -> None:
+    def _follow(self, decision: Decision) -> None:
+        for note in decision.notes:
+            console.warn(f"Perseus: {note}")
         if decision.error:
             raise ZeusProfileError(decision.error)
         if decision.plan is None:
+            self._profiler = None  # a fresh profile for the pipeline as it is now
             log = logger.info if distributed.is_rank_zero() else logger.debug
             log("Stage %s: profiling %d clocks %s MHz.", self.stage, len(self._sweep_mhz), self._sweep_mhz)
             self._phase = Profiling(0, 0)
@@ -576,7 +621,7 @@ class PerseusRuntime(TrainingCallback):
         plan = FrequencyPlan.from_dict(decision.plan, source="broadcast plan")
         if decision.profile_csv:
             self.profile = InstructionProfile.from_csv_text(decision.profile_csv, source="broadcast profile")
-        schedule = plans.schedule_of(self._infos)
+        schedule = schedule_of(self._infos)
         self._program = [
             (inst.kind, inst.microbatch, mhz) for inst, mhz in plan.stage_program(schedule, self.stage or 0)
         ]
@@ -587,7 +632,42 @@ class PerseusRuntime(TrainingCallback):
                 "Perseus plan %r (%s): %s%s\n%s",
                 plan.label,
                 decision.source,
-                plans.describe_plan(plan),
+                describe_plan(plan),
                 " [simulated]" if plan.simulated else "",
                 plan.to_text(),
             )
+
+
+def resolve_gpu(gpu: GPU | int | None) -> GPU:
+    """The GPU object for ``gpu`` (an object, an index, or ``None``: current CUDA device / ``LOCAL_RANK``).
+
+    Raises:
+        ZeusDeviceNotFoundError: No such GPU is visible.
+    """
+    if isinstance(gpu, GPU):
+        return gpu
+    if gpu is None:
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available():
+            gpu = int(torch.cuda.current_device())
+        else:
+            gpu = int(os.environ.get("LOCAL_RANK", "0"))
+    from zeus_core.device.discovery import get_gpus
+
+    gpus = get_gpus()
+    for g in gpus:
+        if g.index == gpu:
+            return g
+    raise ZeusDeviceNotFoundError(
+        f"PerseusRuntime(gpu={gpu}): this process sees GPUs {[g.index for g in gpus]}. Pass the index of the "
+        "GPU this stage runs on, or a GPU object (e.g. a SimulatedPipelineGPU on machines without GPUs)."
+    )
+
+
+def _load_given_plan(path: str | Path) -> FrequencyPlan | None:
+    """A plan file the user passed; a corrupt one is reported and replaced by planning (``None``)."""
+    try:
+        return FrequencyPlan.load(path)
+    except ZeusProfileError as exc:
+        console.warn(f"Perseus: {exc} Ignoring it: planning from the saved profile, or profiling.")
+        return None

@@ -76,8 +76,10 @@ class InstructionListener(Protocol):
     Instructions outside an iteration (evaluation) are ignored by the listener.
     """
 
-    def set_pipeline(self, stage: int, num_stages: int, schedule: str | None = None) -> None:
-        """This process runs pipeline ``stage`` of ``num_stages`` under the named schedule."""
+    def set_pipeline(
+        self, stage: int, num_stages: int, schedule: str | None = None, framework: str | None = None
+    ) -> None:
+        """This process runs pipeline ``stage`` of ``num_stages`` under the named schedule and framework."""
 
     def begin_iteration(self) -> None:
         """A training iteration (optimizer step) starts."""

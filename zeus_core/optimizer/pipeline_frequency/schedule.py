@@ -108,7 +108,9 @@ class PipelineSchedule:
     num_microbatches: int
     stage_orders: tuple[tuple[Instruction, ...], ...]
     num_chunks: int = 1
-    _index: dict[Instruction, tuple[int, int]] = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
+    _index: dict[Instruction, tuple[int, int]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         s, m, c = self.num_stages, self.num_microbatches, self.num_chunks
