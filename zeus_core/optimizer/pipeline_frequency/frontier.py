@@ -51,6 +51,7 @@ from zeus_core.optimizer.pipeline_frequency.cost_model import (
 from zeus_core.optimizer.pipeline_frequency.dag import PipelineDAG
 from zeus_core.optimizer.pipeline_frequency.mincut import FlowBackend
 from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
+from zeus_core.optimizer.pipeline_frequency.point_plan import replay_options
 from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
 from zeus_core.optimizer.pipeline_frequency.refine import lp_plan, reclaim_slack, repair_to_time
 from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind, PipelineSchedule
@@ -230,11 +231,8 @@ class Frontier:
 
     def replay(self, chosen: list[ExecutionOption]) -> Replay:
         """Real iteration time and energy of per-instruction options (``dag.instructions`` order)."""
-        times = np.array([o.time_s for o in chosen])
-        energy = float(sum(o.energy_j for o in chosen))
-        t = float(self.dag.longest_path(times))
-        idle = self.schedule.num_stages * t - float(times.sum())
-        return Replay(t, energy + self.blocking_power_w * idle, energy)
+        t, total = replay_options(self.dag, chosen, self.blocking_power_w)
+        return Replay(t, total, float(sum(o.energy_j for o in chosen)))
 
     def replay_plan(self, plan: FrequencyPlan) -> Replay:
         """Real iteration time and energy of any plan (e.g. one from another planner).

@@ -17,7 +17,9 @@ from zeus_core.exceptions import ZeusConfigError
 from zeus_core.optimizer.pipeline_frequency.controller import ControlMode
 from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
 from zeus_core.optimizer.pipeline_frequency.schedule import (
+    FULL_BACKWARD,
     SCHEDULES,
+    SPLIT_BACKWARD,
     Instruction,
     InstructionKind,
     PipelineSchedule,
@@ -61,7 +63,8 @@ class RankInfo:
         gpu_name: Its GPU's product name.
         simulated: Whether that GPU is simulated.
         supported_mhz: The GPU's supported SM clocks, MHz.
-        order: ``(kind, microbatch)`` of every instruction of its discovery iteration, in order.
+        order: ``(kind, microbatch, virtual stage)`` of every instruction of its discovery
+            iteration, in order (``(kind, microbatch)``: the stage itself).
         sweep_error: Why its clocks cannot be profiled, if so.
         mode: ``"control"`` or ``"measure"``.
         idle_power_w: The GPU's idle power where known (simulated GPUs), W.
@@ -75,7 +78,7 @@ class RankInfo:
     gpu_name: str
     simulated: bool
     supported_mhz: tuple[int, ...]
-    order: tuple[tuple[str, int], ...]
+    order: tuple[tuple[str, int] | tuple[str, int, int], ...]
     sweep_error: str | None = None
     mode: str = ControlMode.CONTROL.value
     idle_power_w: float | None = None
@@ -106,49 +109,89 @@ def _by_stage(infos: Sequence[RankInfo]) -> dict[int, list[RankInfo]]:
     return groups
 
 
+def _stage_instructions(stage: int, order: Sequence[tuple]) -> tuple[list[Instruction], tuple[int, ...]]:
+    """One stage's observed ``(kind, microbatch[, virtual stage])`` entries as instructions, and its
+    virtual stages (chunk ``c`` of the stage runs the ``c``-th smallest)."""
+    entries = [(InstructionKind(e[0]), int(e[1]), int(e[2]) if len(e) > 2 else stage) for e in order]
+    virtual = tuple(sorted({v for _, _, v in entries}))
+    chunk = {v: c for c, v in enumerate(virtual)}
+    return [Instruction(stage, k, m, chunk[v]) for k, m, v in entries], virtual
+
+
 def schedule_of(infos: Sequence[RankInfo]) -> PipelineSchedule:
     """The pipeline schedule the ranks actually ran in their discovery iteration.
 
+    Interleaved stages report each instruction's virtual stage; a stage's chunks are its virtual
+    stages in ascending order. A split backward (input and weight instructions) makes a
+    zero-bubble schedule.
+
     Raises:
         ZeusConfigError: Ranks of one stage ran different orders, a stage ran no backward (the
-            message says how to fix that with the framework in use), or the orders do not form a
-            pipeline iteration (an instruction missing or repeated).
+            message says how to fix that with the framework in use), stages hold different
+            numbers of chunks, or the orders do not form a pipeline iteration (an instruction
+            missing or repeated).
     """
     groups = _by_stage(infos)
-    orders = []
+    orders, virtual = [], []
     for stage in sorted(groups):
         seen = {g.order for g in groups[stage]}
         if len(seen) > 1:
             raise ZeusConfigError(
                 f"Ranks of pipeline stage {stage} ran different instruction orders: {sorted(seen)}."
             )
-        orders.append(tuple(Instruction(stage, InstructionKind(k), m) for k, m in groups[stage][0].order))
+        insts, vs = _stage_instructions(stage, groups[stage][0].order)
+        orders.append(tuple(insts))
+        virtual.append(vs)
     no_backward = [s for s, o in enumerate(orders) if all(i.kind is InstructionKind.FORWARD for i in o)]
     if no_backward:
-        framework = infos[0].framework
         raise ZeusConfigError(
             f"Pipeline stage(s) {no_backward} ran no backward instruction in the first training iteration. "
-            + FRAMEWORK_HINTS.get(framework, FRAMEWORK_HINTS[""])
+            + FRAMEWORK_HINTS.get(infos[0].framework, FRAMEWORK_HINTS[""])
         )
-    num_mb = sum(1 for i in orders[0] if i.kind is InstructionKind.FORWARD)
+    chunks = {len(v) for v in virtual}
+    if len(chunks) > 1:
+        raise ZeusConfigError(f"Pipeline stages hold different numbers of model chunks: {virtual}.")
+    num_chunks = chunks.pop()
+    kinds = {i.kind for o in orders for i in o}
+    split = SPLIT_BACKWARD if InstructionKind.BACKWARD_WEIGHT in kinds else FULL_BACKWARD
+    num_mb = sum(1 for i in orders[0] if i.kind is InstructionKind.FORWARD and i.chunk == 0)
+    default = tuple(tuple(c * len(orders) + s for c in range(num_chunks)) for s in range(len(orders)))
     name = infos[0].schedule
     try:
-        schedule = PipelineSchedule(name, len(orders), num_mb, tuple(orders))
+        schedule = PipelineSchedule(
+            name,
+            len(orders),
+            num_mb,
+            tuple(orders),
+            num_chunks,
+            split,
+            None if tuple(virtual) == default else tuple(virtual),
+        )
     except ZeusConfigError as exc:
         text = "\n".join(f"stage {s}: " + " ".join(i.short_name for i in o) for s, o in enumerate(orders))
         raise ZeusConfigError(
             f"The instructions seen in the first iteration do not form one pipeline iteration "
             f"({exc}):\n{text}\nAttach the hook before the first training step, on every rank."
         ) from exc
-    if name in SCHEDULES:
-        textbook = make_schedule(name, schedule.num_stages, num_mb)
-        if textbook.stage_orders != schedule.stage_orders:
-            logger.warning(
-                "The observed order differs from textbook %s; planning for the observed order:\n%s",
-                name,
-                schedule.to_text(),
-            )
+    _compare_with_textbook(schedule)
     return schedule
+
+
+def _compare_with_textbook(schedule: PipelineSchedule) -> None:
+    if schedule.name not in SCHEDULES:
+        return
+    try:
+        textbook = make_schedule(
+            schedule.name, schedule.num_stages, schedule.num_microbatches, schedule.num_chunks
+        )
+    except ZeusConfigError:
+        return
+    if textbook.stage_orders != schedule.stage_orders:
+        logger.warning(
+            "The observed order differs from textbook %s; planning for the observed order:\n%s",
+            schedule.name,
+            schedule.to_text(),
+        )
 
 
 def gpu_names(infos: Sequence[RankInfo]) -> dict[str, str]:

@@ -186,12 +186,13 @@ class PerseusRuntime(TrainingCallback):
         self._controller: FrequencyController | None = None
         self._profiler: InstructionProfiler | None = None
         self._sweep_mhz: list[int] = []
-        self._program: list[tuple[InstructionKind, int, int]] = []
-        self._lookup: dict[tuple[InstructionKind, int], int] = {}
+        # Per instruction of this stage's plan, in program order: (kind, microbatch, virtual stage, MHz).
+        self._program: list[tuple[InstructionKind, int, int, int]] = []
+        self._lookup: dict[tuple[InstructionKind, int, int], int] = {}
         self._in_iteration = False
         self._iteration = 0
         self._records: list[InstructionRecord] = []
-        self._counts: dict[InstructionKind, int] = {}
+        self._counts: dict[tuple[InstructionKind, int], int] = {}
         self._open: tuple[InstructionKind, int] | None = None
         self._mismatch_warned = False
         self._unfinished_warned = False
@@ -360,7 +361,7 @@ class PerseusRuntime(TrainingCallback):
             if phase.measuring:
                 self._profiler_for().begin_iteration(mhz)
         elif isinstance(phase, Applying) and self._program:
-            self._controller.request(self._program[0][2], tag="prefetch")
+            self._controller.request(self._program[0][3], tag="prefetch")
         if _ITERATION_WINDOW in self._monitor.open_windows:
             self._monitor.end_window(_ITERATION_WINDOW, cancel=True)
         self._monitor.begin_window(_ITERATION_WINDOW)
@@ -409,30 +410,37 @@ class PerseusRuntime(TrainingCallback):
             raise
 
     # -- instruction boundaries -----------------------------------------------------------------
-    def begin_instruction(self, kind: InstructionKind | str, microbatch: int | None = None) -> None:
+    def begin_instruction(
+        self, kind: InstructionKind | str, microbatch: int | None = None, virtual_stage: int | None = None
+    ) -> None:
         """An instruction starts (after its inputs arrived). Ignored outside an iteration.
 
         Args:
-            kind: ``"forward"`` or ``"backward"``.
+            kind: ``"forward"``, ``"backward"``, or for split backwards ``"backward_input"`` /
+                ``"backward_weight"``.
             microbatch: Its microbatch index; ``None``: counted per kind within the iteration.
+            virtual_stage: The model chunk's place in the whole model (interleaved schedules:
+                torch's ``stage_index``, Megatron's ``vp_stage·S + rank``); ``None``: this stage.
         """
         if not self._in_iteration:
             return
         kind = InstructionKind.parse(kind)
-        mb = self._counts.get(kind, 0) if microbatch is None else int(microbatch)
-        self._counts[kind] = mb + 1
+        v = self.stage if virtual_stage is None else int(virtual_stage)
+        assert v is not None
+        mb = self._counts.get((kind, v), 0) if microbatch is None else int(microbatch)
+        self._counts[(kind, v)] = mb + 1
         self._open = (kind, mb)
         phase = self._phase
         mhz: int | None = None
         if isinstance(phase, Applying):
-            mhz = self._planned(kind, mb)
+            mhz = self._planned(kind, mb, v)
             assert self._controller is not None
-            self._controller.request(mhz, tag=f"stage{self.stage}:{kind.value[0].upper()}{mb}")
+            self._controller.request(mhz, tag=f"stage{self.stage}:{kind.letter}{mb}v{v}")
         elif isinstance(phase, Profiling):
             mhz = self._sweep_mhz[phase.index] if phase.measuring else self._sweep_mhz[0]
             if phase.measuring:
                 self._profiler_for().begin_instruction(kind, mb)
-        self._records.append(InstructionRecord(kind, mb, mhz))
+        self._records.append(InstructionRecord(kind, mb, mhz, v))
 
     def end_instruction(
         self, kind: InstructionKind | str, microbatch: int | None = None, failed: bool = False
@@ -453,7 +461,7 @@ class PerseusRuntime(TrainingCallback):
             nxt = len(self._records)
             if nxt < len(self._program):  # request the next instruction's clock during the gap
                 assert self._controller is not None
-                self._controller.request(self._program[nxt][2], tag="prefetch")
+                self._controller.request(self._program[nxt][3], tag="prefetch")
 
     # -- state ----------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -490,8 +498,8 @@ class PerseusRuntime(TrainingCallback):
         re-discover together: the next iteration runs at the highest clocks, then rank 0 re-plans
         from the profile (or the saved plan for that shape), or the ranks profile.
         """
-        ran = sorted((r.kind.value, r.microbatch) for r in self._records)
-        planned = sorted((k.value, m) for k, m, _ in self._program)
+        ran = sorted((r.kind.value, r.microbatch, r.virtual_stage) for r in self._records)
+        planned = sorted((k.value, m, v) for k, m, v, _ in self._program)
         if not self._off_plan and ran == planned:
             return
         self._off_plan = False
@@ -505,10 +513,10 @@ class PerseusRuntime(TrainingCallback):
         self._phase = Discovering(1)
         self._program, self._lookup = [], {}
 
-    def _planned(self, kind: InstructionKind, mb: int) -> int:
+    def _planned(self, kind: InstructionKind, mb: int, virtual_stage: int) -> int:
         pos = len(self._records)
-        expected = self._program[pos][:2] if pos < len(self._program) else None
-        if expected != (kind, mb) and not self._mismatch_warned:
+        expected = self._program[pos][:3] if pos < len(self._program) else None
+        if expected != (kind, mb, virtual_stage) and not self._mismatch_warned:
             self._mismatch_warned = True
             logger.warning(
                 "Stage %s ran %s%d as instruction %d of the iteration, but the plan expected %s; clocks are "
@@ -519,10 +527,11 @@ class PerseusRuntime(TrainingCallback):
                 pos,
                 expected,
             )
-        if (kind, mb) not in self._lookup:
+        key = (kind, mb, virtual_stage)
+        if key not in self._lookup:
             self._off_plan = True  # run it at the highest clock; the iteration's end plans again
             return self._max_mhz()
-        return self._lookup[(kind, mb)]
+        return self._lookup[key]
 
     def _advance(self, phase: RuntimePhase) -> None:
         """The only place phases change (after an iteration, on every rank together)."""
@@ -574,7 +583,7 @@ class PerseusRuntime(TrainingCallback):
             gpu_name=self._gpu.name,
             simulated=self._gpu.simulated,
             supported_mhz=supported,
-            order=tuple((r.kind.value, r.microbatch) for r in self._records),
+            order=tuple((r.kind.value, r.microbatch, r.virtual_stage) for r in self._records),
             sweep_error=sweep_error,
             mode=self.mode.value,
             framework=self.framework,
@@ -622,10 +631,12 @@ class PerseusRuntime(TrainingCallback):
         if decision.profile_csv:
             self.profile = InstructionProfile.from_csv_text(decision.profile_csv, source="broadcast profile")
         schedule = schedule_of(self._infos)
+        stage = self.stage or 0
         self._program = [
-            (inst.kind, inst.microbatch, mhz) for inst, mhz in plan.stage_program(schedule, self.stage or 0)
+            (inst.kind, inst.microbatch, schedule.virtual_stage(stage, inst.chunk), mhz)
+            for inst, mhz in plan.stage_program(schedule, stage)
         ]
-        self._lookup = {(k, m): f for k, m, f in self._program}
+        self._lookup = {(k, m, v): f for k, m, v, f in self._program}
         self._phase = Applying(plan)
         if distributed.is_rank_zero():
             logger.info(
