@@ -37,7 +37,9 @@ def runtime_report(runtime: Any) -> dict[str, Any]:
                 "time_s": r.time_s,
                 "energy_j": r.energy_j,
                 "simulated": r.simulated,
-                "instructions": [[i.kind.value, i.microbatch, i.frequency_mhz] for i in r.instructions],
+                "instructions": [
+                    [i.kind.value, i.microbatch, i.frequency_mhz, i.virtual_stage] for i in r.instructions
+                ],
             }
             for r in runtime.iterations
         ],
