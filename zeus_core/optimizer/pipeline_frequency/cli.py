@@ -53,7 +53,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--stages", type=int, default=None, help="pipeline stages (default: the profile's)")
     parser.add_argument("--microbatches", type=int, required=True, help="microbatches per iteration")
-    parser.add_argument("--schedule", default="1f1b", help="pipeline schedule: 1f1b (default) or gpipe")
+    parser.add_argument(
+        "--schedule",
+        default="1f1b",
+        help="schedule: 1f1b (default), gpipe, interleaved-1f1b (with --chunks), zb-1f1b (split backward)",
+    )
+    parser.add_argument(
+        "--chunks", type=int, default=1, help="model chunks per stage for interleaved-1f1b (default 1)"
+    )
     parser.add_argument(
         "--deadline",
         type=float,
@@ -122,7 +129,7 @@ def _run(args: argparse.Namespace) -> int:
     profile = InstructionProfile.from_csv(args.profile, simulated=args.simulated)
     blocking_w, blocking_source = _blocking_power(args, profile)
     stages = args.stages if args.stages is not None else len(profile.stages)
-    schedule = make_schedule(args.schedule, stages, args.microbatches)
+    schedule = make_schedule(args.schedule, stages, args.microbatches, args.chunks)
     frontier = plan_frontier(
         schedule,
         profile,

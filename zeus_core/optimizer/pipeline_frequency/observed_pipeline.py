@@ -110,8 +110,10 @@ def _by_stage(infos: Sequence[RankInfo]) -> dict[int, list[RankInfo]]:
 
 
 def _stage_instructions(stage: int, order: Sequence[tuple]) -> tuple[list[Instruction], tuple[int, ...]]:
-    """One stage's observed ``(kind, microbatch[, virtual stage])`` entries as instructions, and its
-    virtual stages (chunk ``c`` of the stage runs the ``c``-th smallest)."""
+    """One stage's observed ``(kind, microbatch[, virtual stage])`` entries as instructions.
+
+    Also returns the stage's virtual stages; chunk ``c`` of the stage runs the ``c``-th smallest.
+    """
     entries = [(InstructionKind(e[0]), int(e[1]), int(e[2]) if len(e) > 2 else stage) for e in order]
     virtual = tuple(sorted({v for _, _, v in entries}))
     chunk = {v: c for c, v in enumerate(virtual)}

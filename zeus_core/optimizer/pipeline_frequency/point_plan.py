@@ -53,7 +53,7 @@ class PlanTiming:
 def replay_options(
     dag: PipelineDAG, chosen: list[ExecutionOption], blocking_power_w: float
 ) -> tuple[float, float]:
-    """Real iteration time (s) and energy of all GPUs including blocking power (J) of per-instruction options."""
+    """Real iteration time (s) and energy of all GPUs, blocking power included (J), of given options."""
     times = np.array([o.time_s for o in chosen])
     t = float(dag.longest_path(times))
     idle = dag.schedule.num_stages * t - float(times.sum())

@@ -33,7 +33,7 @@ __all__ = [
     "synchronous_1f1b",
     "gpipe",
     "interleaved_1f1b",
-    "zero_bubble_h1",
+    "zero_bubble_1f1b",
     "FULL_BACKWARD",
     "SPLIT_BACKWARD",
     "SCHEDULES",
@@ -193,8 +193,9 @@ class PipelineSchedule:
             or flat != list(range(self.num_stages * self.num_chunks))
         ):
             raise ZeusConfigError(
-                f"PipelineSchedule {self.name!r}: virtual_stages {vs} must give each of the {self.num_stages} "
-                f"stages {self.num_chunks} distinct virtual stages covering 0..{self.num_stages * self.num_chunks - 1}."
+                f"PipelineSchedule {self.name!r}: virtual_stages {vs} must give each of the "
+                f"{self.num_stages} stages {self.num_chunks} distinct virtual stages covering "
+                f"0..{self.num_stages * self.num_chunks - 1}."
             )
         object.__setattr__(self, "virtual_stages", vs)
 
@@ -339,8 +340,9 @@ def interleaved_1f1b(num_stages: int, num_microbatches: int, num_chunks: int = 2
     _check_sizes("interleaved_1f1b", num_stages, num_microbatches)
     if num_chunks < 1 or num_microbatches % num_stages:
         raise ZeusConfigError(
-            f"interleaved_1f1b({num_stages}, {num_microbatches}, num_chunks={num_chunks}): need num_chunks >= 1 "
-            "and microbatches a multiple of the stages (as Megatron-core's interleaved schedule requires)."
+            f"interleaved_1f1b({num_stages}, {num_microbatches}, num_chunks={num_chunks}): need "
+            "num_chunks >= 1 and microbatches a multiple of the stages (as Megatron-core's interleaved "
+            "schedule requires)."
         )
     S, M, C = num_stages, num_microbatches, num_chunks
     total = M * C
@@ -361,20 +363,22 @@ def interleaved_1f1b(num_stages: int, num_microbatches: int, num_chunks: int = 2
     return PipelineSchedule("interleaved-1f1b", S, M, tuple(orders), C)
 
 
-def zero_bubble_h1(num_stages: int, num_microbatches: int) -> PipelineSchedule:
-    """Zero-bubble ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024): 1F1B, backward split.
+def zero_bubble_1f1b(num_stages: int, num_microbatches: int) -> PipelineSchedule:
+    """1F1B with the backward split as in zero-bubble pipelines (Qi et al., ICLR 2024).
 
     The backward is split into ``I`` (gradient of the inputs, which the previous stage waits
     for) and ``W`` (gradient of the weights, which nobody waits for). Stage ``s`` runs 1F1B with
-    ``I`` in place of ``B``, and delays its first ``S − s − 1`` weight instructions into the
-    drain at the end, where 1F1B would idle (torch ``ScheduleInterleavedZeroBubble`` with one chunk
-    per stage follows the same idea).
+    ``I`` in place of ``B`` and each ``W`` after its ``I``, delaying the first ``S − s − 1``
+    weight instructions to the drain. Gradients travel back after ``I`` alone, so the iteration is
+    never longer than 1F1B's; the exact zero-bubble orders of torch's
+    ``ScheduleInterleavedZeroBubble`` / ``ScheduleZBVZeroBubble`` are planned as observed by
+    :class:`~.runtime.PerseusRuntime` (no builder needed).
 
     Args:
         num_stages: Pipeline stages ``S``.
         num_microbatches: Microbatches ``M``.
     """
-    _check_sizes("zero_bubble_h1", num_stages, num_microbatches)
+    _check_sizes("zero_bubble_1f1b", num_stages, num_microbatches)
     fwd, inp, wgt = SPLIT_BACKWARD
     orders = []
     for s in range(num_stages):
@@ -392,7 +396,7 @@ def zero_bubble_h1(num_stages: int, num_microbatches: int) -> PipelineSchedule:
             order.append(Instruction(s, wgt, pending.pop(0)))
         order += [Instruction(s, wgt, j) for j in pending]
         orders.append(tuple(order))
-    return PipelineSchedule("zb-h1", num_stages, num_microbatches, tuple(orders), kinds=SPLIT_BACKWARD)
+    return PipelineSchedule("zb-1f1b", num_stages, num_microbatches, tuple(orders), kinds=SPLIT_BACKWARD)
 
 
 def _check_sizes(call: str, num_stages: int, num_microbatches: int) -> None:
@@ -410,13 +414,13 @@ SCHEDULES: dict[str, Callable[..., PipelineSchedule]] = {
     "1f1b": synchronous_1f1b,
     "gpipe": gpipe,
     "interleaved-1f1b": interleaved_1f1b,
-    "zb-h1": zero_bubble_h1,
+    "zb-1f1b": zero_bubble_1f1b,
 }
 _CHUNKED = {"interleaved-1f1b"}
 
 
 def make_schedule(name: str, num_stages: int, num_microbatches: int, num_chunks: int = 1) -> PipelineSchedule:
-    """Build a registered schedule by name (``"1f1b"``, ``"gpipe"``, ``"interleaved-1f1b"``, ``"zb-h1"``).
+    """Build a registered schedule by name (``"1f1b"``, ``"gpipe"``, ``"interleaved-1f1b"``, ``"zb-1f1b"``).
 
     Args:
         name: Schedule name (a key of :data:`SCHEDULES`).
