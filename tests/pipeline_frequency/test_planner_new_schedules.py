@@ -1,4 +1,4 @@
-"""Interleaved 1F1B and split-backward schedules: orders, DAGs, planning, plans as data, one-point planning."""
+"""Interleaved 1F1B and split-backward schedules: orders, DAGs, planning, plans, one-point planning."""
 
 from __future__ import annotations
 

@@ -93,9 +93,9 @@ def attach(
         if parallel_state.get_virtual_pipeline_model_parallel_world_size() is not None:
             raise ZeusNotSupportedError(
                 "megatron.attach: Megatron-core's interleaved (virtual pipeline) schedule calls "
-                "backward_step without telling which model chunk it runs, so Perseus cannot plan it per instruction yet; "
-                "run without virtual_pipeline_model_parallel_size, or use torch.distributed.pipelining's "
-                "ScheduleInterleaved1F1B (supported)."
+                "backward_step without telling which model chunk it runs, so Perseus cannot plan it per "
+                "instruction yet; run without virtual_pipeline_model_parallel_size, or use "
+                "torch.distributed.pipelining's ScheduleInterleaved1F1B (supported)."
             )
         if stage is None:
             stage = parallel_state.get_pipeline_model_parallel_rank()

@@ -111,7 +111,7 @@ def attach(listener: InstructionListener, stage: Any | Sequence[Any], schedule: 
         ZeusConfigError: ``stage`` is not a pipeline stage, or the stages of one rank disagree.
     """
     name = schedule_name(schedule)
-    stages = list(stage) if isinstance(stage, (list, tuple)) else [stage]
+    stages: list[Any] = list(stage) if isinstance(stage, (list, tuple)) else [stage]
     for st in stages:
         if not hasattr(st, "stage_index") or not hasattr(st, "group_rank"):
             raise ZeusConfigError(f"torch_pipelining.attach: {type(st).__name__} is not a PipelineStage.")

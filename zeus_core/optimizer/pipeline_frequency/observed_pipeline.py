@@ -120,6 +120,24 @@ def _stage_instructions(stage: int, order: Sequence[tuple]) -> tuple[list[Instru
     return [Instruction(stage, k, m, chunk[v]) for k, m, v in entries], virtual
 
 
+def _observed_orders(
+    infos: Sequence[RankInfo],
+) -> tuple[list[tuple[Instruction, ...]], list[tuple[int, ...]]]:
+    """Per stage, its instruction order and virtual stages (ranks of one stage must agree)."""
+    groups = _by_stage(infos)
+    orders, virtual = [], []
+    for stage in sorted(groups):
+        seen = {g.order for g in groups[stage]}
+        if len(seen) > 1:
+            raise ZeusConfigError(
+                f"Ranks of pipeline stage {stage} ran different instruction orders: {sorted(seen)}."
+            )
+        insts, vs = _stage_instructions(stage, groups[stage][0].order)
+        orders.append(tuple(insts))
+        virtual.append(vs)
+    return orders, virtual
+
+
 def schedule_of(infos: Sequence[RankInfo]) -> PipelineSchedule:
     """The pipeline schedule the ranks actually ran in their discovery iteration.
 
@@ -133,17 +151,7 @@ def schedule_of(infos: Sequence[RankInfo]) -> PipelineSchedule:
             numbers of chunks, or the orders do not form a pipeline iteration (an instruction
             missing or repeated).
     """
-    groups = _by_stage(infos)
-    orders, virtual = [], []
-    for stage in sorted(groups):
-        seen = {g.order for g in groups[stage]}
-        if len(seen) > 1:
-            raise ZeusConfigError(
-                f"Ranks of pipeline stage {stage} ran different instruction orders: {sorted(seen)}."
-            )
-        insts, vs = _stage_instructions(stage, groups[stage][0].order)
-        orders.append(tuple(insts))
-        virtual.append(vs)
+    orders, virtual = _observed_orders(infos)
     no_backward = [s for s, o in enumerate(orders) if all(i.kind is InstructionKind.FORWARD for i in o)]
     if no_backward:
         raise ZeusConfigError(
