@@ -77,7 +77,8 @@ def main() -> None:
         total = build + tm["dag_s"] + tm["lp_s"] + tm["refine_s"]
         print(
             f"| {s}×{m} | {schedule.num_instructions} | {len(profile.get(0, 'forward'))} | "
-            f"{build + tm['dag_s']:.1f} | {tm['lp_s']:.1f} | {tm['refine_s']:.1f} | **{total:.1f}** | {TARGET_S:.0f} | "
+            f"{build + tm['dag_s']:.1f} | {tm['lp_s']:.1f} | {tm['refine_s']:.1f} | "
+            f"**{total:.1f}** | {TARGET_S:.0f} | "
             f"{100 * (1 - plan.energy_j / base['energy_j']):.1f}% | "
             f"{100 * (plan.iteration_time_s / base['iteration_time_s'] - 1):+.2f}% |",
             flush=True,
