@@ -20,7 +20,6 @@ Run::
 from __future__ import annotations
 
 import argparse
-import tempfile
 from typing import Any
 
 __all__ = ["main"]
@@ -28,16 +27,6 @@ __all__ = ["main"]
 COMPUTE_S = (0.010, 0.020)  # forward work per stage at the highest clock, s; backward is twice
 MEMORY_S = (0.002, 0.004)
 HIDDEN, SEQ, MICRO = 16, 4, 2
-
-
-def _parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--microbatches", type=int, default=4, help="microbatches per iteration (default 4)")
-    parser.add_argument("--iterations", type=int, default=6, help="iterations measured per run (default 6)")
-    parser.add_argument(
-        "--save-dir", default=None, help="Perseus profile and plan folder (default: temporary)"
-    )
-    return parser.parse_args(argv)
 
 
 def _stage_module(config: Any, work: Any, first: bool) -> Any:
@@ -75,7 +64,7 @@ def rank_main(rank: int, args: argparse.Namespace) -> None:
     from zeus_core.optimizer.pipeline_frequency import PerseusRuntime
     from zeus_core.optimizer.pipeline_frequency.simulated_gpu import InstructionWork, SimulatedPipelineGPU
     from zeus_integrations.pipeline import megatron as zeus_megatron
-    from zeus_integrations.pipeline.emulation import GpuWork, RunComparison, measure_iterations
+    from zeus_integrations.pipeline.emulation import GpuWork, compare_with_max_clocks
 
     torch.distributed.init_process_group("gloo")
     parallel_state.initialize_model_parallel(tensor_model_parallel_size=1, pipeline_model_parallel_size=2)
@@ -105,28 +94,21 @@ def rank_main(rank: int, args: argparse.Namespace) -> None:
         optimizer.step()
         optimizer.zero_grad()
 
-    baseline = measure_iterations(step, gpu, args.iterations, "max-clocks")
     runtime = PerseusRuntime(gpu, save_dir=args.save_dir)
-    with runtime, zeus_megatron.attach(runtime):
-        while runtime.plan is None:  # discovery and profiling
-            step()
-        to_plan = len(runtime.iterations)
-        planned = measure_iterations(step, gpu, args.iterations, "plan")
-        plan = runtime.plan
+    result = compare_with_max_clocks(
+        step, gpu, runtime, lambda: zeus_megatron.attach(runtime), args.iterations
+    )
     if rank == 0:
-        print(RunComparison(plan, baseline, planned, to_plan).report(), flush=True)
+        print(result.report(), flush=True)
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
 
 
 def main(argv: list[str] | None = None) -> None:
     """Start 2 local ranks and run :func:`rank_main` on each."""
-    from zeus_integrations.pipeline.emulation import spawn_local_ranks
+    from zeus_integrations.pipeline.emulation import run_example
 
-    args = _parse(argv)
-    with tempfile.TemporaryDirectory(prefix="perseus-") as tmp:
-        args.save_dir = args.save_dir or tmp
-        spawn_local_ranks(rank_main, 2, (args,))
+    run_example(rank_main, __doc__.split("\n\n")[0], argv)
 
 
 if __name__ == "__main__":

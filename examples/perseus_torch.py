@@ -25,23 +25,12 @@ Run::
 from __future__ import annotations
 
 import argparse
-import tempfile
 
 __all__ = ["main"]
 
 # Forward work of each stage (s at the highest clock); backward is twice the forward.
 COMPUTE_S = (0.010, 0.020)
 MEMORY_S = (0.002, 0.004)
-
-
-def _parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--microbatches", type=int, default=4, help="microbatches per iteration (default 4)")
-    parser.add_argument("--iterations", type=int, default=6, help="iterations measured per run (default 6)")
-    parser.add_argument(
-        "--save-dir", default=None, help="Perseus profile and plan folder (default: temporary)"
-    )
-    return parser.parse_args(argv)
 
 
 def rank_main(rank: int, args: argparse.Namespace) -> None:
@@ -53,7 +42,7 @@ def rank_main(rank: int, args: argparse.Namespace) -> None:
     from zeus_core.optimizer.pipeline_frequency import PerseusRuntime
     from zeus_core.optimizer.pipeline_frequency.simulated_gpu import InstructionWork, SimulatedPipelineGPU
     from zeus_integrations.pipeline import torch_pipelining
-    from zeus_integrations.pipeline.emulation import GpuWork, RunComparison, measure_iterations
+    from zeus_integrations.pipeline.emulation import GpuWork, compare_with_max_clocks
 
     dist.init_process_group("gloo")
     gpu = SimulatedPipelineGPU("a40", index=0, seed=rank)
@@ -74,27 +63,20 @@ def rank_main(rank: int, args: argparse.Namespace) -> None:
         optimizer.step()
         optimizer.zero_grad()
 
-    baseline = measure_iterations(step, gpu, args.iterations, "max-clocks")
     runtime = PerseusRuntime(gpu, save_dir=args.save_dir)
-    with runtime, torch_pipelining.attach(runtime, stage, schedule):
-        while runtime.plan is None:  # discovery and profiling
-            step()
-        to_plan = len(runtime.iterations)
-        planned = measure_iterations(step, gpu, args.iterations, "plan")
-        plan = runtime.plan
+    result = compare_with_max_clocks(
+        step, gpu, runtime, lambda: torch_pipelining.attach(runtime, stage, schedule), args.iterations
+    )
     if rank == 0:
-        print(RunComparison(plan, baseline, planned, to_plan).report(), flush=True)
+        print(result.report(), flush=True)
     dist.destroy_process_group()
 
 
 def main(argv: list[str] | None = None) -> None:
     """Start 2 local ranks and run :func:`rank_main` on each."""
-    from zeus_integrations.pipeline.emulation import spawn_local_ranks
+    from zeus_integrations.pipeline.emulation import run_example
 
-    args = _parse(argv)
-    with tempfile.TemporaryDirectory(prefix="perseus-") as tmp:
-        args.save_dir = args.save_dir or tmp
-        spawn_local_ranks(rank_main, 2, (args,))
+    run_example(rank_main, __doc__.split("\n\n")[0], argv)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,9 @@ class Recorder:
     def end_iteration(self, failed: bool = False) -> None:
         self.events.append(("end_iteration", failed))
 
-    def begin_instruction(self, kind: InstructionKind | str, microbatch: int | None = None) -> None:
+    def begin_instruction(
+        self, kind: InstructionKind | str, microbatch: int | None = None, virtual_stage: int | None = None
+    ) -> None:
         self.events.append(("begin", InstructionKind.parse(kind).value, microbatch))
 
     def end_instruction(

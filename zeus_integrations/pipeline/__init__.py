@@ -194,30 +194,34 @@ def wrap_iteration(listener: InstructionListener, fn: Callable[..., Any]) -> Cal
 
 def wrap_instruction(
     listener: InstructionListener,
-    kind: InstructionKind,
+    kind: InstructionKind | Callable[[tuple, dict], InstructionKind],
     fn: Callable[..., Any],
     microbatch: Callable[[tuple, dict], int | None],
+    virtual_stage: int | None = None,
 ) -> Callable[..., Any]:
     """``fn`` bracketed by ``begin_instruction`` / ``end_instruction`` of ``kind``.
 
     Args:
         listener: Receives the events.
-        kind: Forward or backward.
+        kind: The instruction kind, or a function of ``(args, kwargs)`` that tells it (e.g. a
+            full or an input-only backward).
         fn: The framework's function or method.
         microbatch: Extracts the microbatch index from ``(args, kwargs)``; ``None`` lets the
             listener count.
+        virtual_stage: The model chunk's virtual stage (interleaved schedules); ``None``: the stage.
     """
+    kind_of = kind if callable(kind) and not isinstance(kind, InstructionKind) else (lambda a, k: kind)
 
     @functools.wraps(fn)
     def instruction(*args: Any, **kwargs: Any) -> Any:
-        mb = microbatch(args, kwargs)
-        listener.begin_instruction(kind, mb)
+        this, mb = kind_of(args, kwargs), microbatch(args, kwargs)
+        listener.begin_instruction(this, mb, virtual_stage)
         try:
             result = fn(*args, **kwargs)
         except BaseException:
-            listener.end_instruction(kind, mb, failed=True)
+            listener.end_instruction(this, mb, failed=True)
             raise
-        listener.end_instruction(kind, mb)
+        listener.end_instruction(this, mb)
         return result
 
     return instruction

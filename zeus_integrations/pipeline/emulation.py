@@ -28,20 +28,32 @@ Example:
 
 from __future__ import annotations
 
+import argparse
 import os
 import socket
 import statistics
+import tempfile
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ContextManager, Sequence
 
 import torch
 
 from zeus_core import distributed
+from zeus_core.exceptions import ZeusError
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
+from zeus_core.optimizer.pipeline_frequency.runtime import PerseusRuntime
 from zeus_core.optimizer.pipeline_frequency.simulated_gpu import InstructionWork, SimulatedPipelineGPU
 
-__all__ = ["GpuWork", "spawn_local_ranks", "measure_iterations", "IterationStats", "RunComparison"]
+__all__ = [
+    "GpuWork",
+    "spawn_local_ranks",
+    "measure_iterations",
+    "IterationStats",
+    "RunComparison",
+    "compare_with_max_clocks",
+    "run_example",
+]
 
 
 class _Run(torch.autograd.Function):
@@ -141,7 +153,7 @@ class IterationStats:
 
 
 def measure_iterations(
-    step: Callable[[], None], gpu: Any, iterations: int, name: str, warmup: int = 1
+    step: Callable[[], None], gpu: Any, iterations: int, name: str, warmup: int = 3
 ) -> IterationStats:
     """Run ``step`` ``iterations`` times on every rank and measure each iteration over all ranks.
 
@@ -232,3 +244,59 @@ class RunComparison:
             )
         lines.append(self.summary_line())
         return "\n".join(lines)
+
+
+def compare_with_max_clocks(
+    step: Callable[[], None],
+    gpu: Any,
+    runtime: PerseusRuntime,
+    attach: Callable[[], ContextManager[Any]],
+    iterations: int,
+    max_iterations_to_plan: int = 50,
+) -> RunComparison:
+    """Measure ``step`` at the highest clocks, then with Perseus attached once its plan is applied.
+
+    Every rank calls this together.
+
+    Args:
+        step: One training iteration on this rank.
+        gpu: This rank's GPU.
+        runtime: This rank's runtime (not started).
+        attach: Attaches the framework hook to ``runtime`` (a context manager that detaches).
+        iterations: Iterations measured in each run.
+        max_iterations_to_plan: Give up if no plan is applied after this many iterations.
+
+    Raises:
+        ZeusError: No plan after ``max_iterations_to_plan`` iterations.
+    """
+    baseline = measure_iterations(step, gpu, iterations, "max-clocks")
+    with runtime, attach():
+        while runtime.plan is None:  # discovery and profiling
+            if len(runtime.iterations) >= max_iterations_to_plan:
+                raise ZeusError(f"Perseus made no plan in {max_iterations_to_plan} iterations.")
+            step()
+        to_plan = len(runtime.iterations)
+        planned = measure_iterations(step, gpu, iterations, "plan")
+        plan = runtime.plan
+    assert plan is not None
+    return RunComparison(plan, baseline, planned, to_plan)
+
+
+def run_example(
+    rank_main: Callable[[int, argparse.Namespace], None], description: str, argv: list[str] | None
+) -> None:
+    """Parse the Perseus examples' options and run ``rank_main(rank, args)`` on 2 local ranks.
+
+    Options: ``--microbatches`` (default 4), ``--iterations`` measured per run (default 6) and
+    ``--save-dir`` (Perseus's files; default: a temporary folder).
+    """
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--microbatches", type=int, default=4, help="microbatches per iteration (default 4)")
+    parser.add_argument("--iterations", type=int, default=6, help="iterations measured per run (default 6)")
+    parser.add_argument(
+        "--save-dir", default=None, help="Perseus profile and plan folder (default: temporary)"
+    )
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="perseus-") as tmp:
+        args.save_dir = args.save_dir or tmp
+        spawn_local_ranks(rank_main, 2, (args,))

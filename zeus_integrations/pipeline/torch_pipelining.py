@@ -23,13 +23,19 @@ Example:
 
 from __future__ import annotations
 
-import functools
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from zeus_core.exceptions import ZeusConfigError, ZeusNotSupportedError
 from zeus_core.optimizer.pipeline_frequency.runtime import InstructionListener
 from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind
-from zeus_integrations.pipeline import Attachment, check_seam, patch_attribute, require, wrap_iteration
+from zeus_integrations.pipeline import (
+    Attachment,
+    check_seam,
+    patch_attribute,
+    require,
+    wrap_instruction,
+    wrap_iteration,
+)
 
 __all__ = ["SUPPORTED_SCHEDULES", "schedule_name", "attach"]
 
@@ -63,27 +69,6 @@ def schedule_name(schedule: Any) -> str:
 
 def _microbatch(args: tuple, kwargs: dict) -> int:
     return int(args[0] if args else kwargs.get("fwd_chunk_id", kwargs.get("bwd_chunk_id", -1)))
-
-
-def _wrap(
-    listener: InstructionListener,
-    fn: Callable[..., Any],
-    kind_of: Callable[[tuple, dict], InstructionKind],
-    virtual_stage: int,
-) -> Callable[..., Any]:
-    @functools.wraps(fn)
-    def instruction(*args: Any, **kwargs: Any) -> Any:
-        kind, mb = kind_of(args, kwargs), _microbatch(args, kwargs)
-        listener.begin_instruction(kind, mb, virtual_stage)
-        try:
-            result = fn(*args, **kwargs)
-        except BaseException:
-            listener.end_instruction(kind, mb, failed=True)
-            raise
-        listener.end_instruction(kind, mb)
-        return result
-
-    return instruction
 
 
 def _backward_kind(args: tuple, kwargs: dict) -> InstructionKind:
@@ -134,16 +119,18 @@ def attach(listener: InstructionListener, stage: Any | Sequence[Any], schedule: 
             patch_attribute(
                 st,
                 "forward_one_chunk",
-                _wrap(listener, st.forward_one_chunk, lambda a, k: InstructionKind.FORWARD, v),
+                wrap_instruction(listener, InstructionKind.FORWARD, st.forward_one_chunk, _microbatch, v),
             ),
             patch_attribute(
-                st, "backward_one_chunk", _wrap(listener, st.backward_one_chunk, _backward_kind, v)
+                st,
+                "backward_one_chunk",
+                wrap_instruction(listener, _backward_kind, st.backward_one_chunk, _microbatch, v),
             ),
             patch_attribute(
                 st,
                 "backward_weight_one_chunk",
-                _wrap(
-                    listener, st.backward_weight_one_chunk, lambda a, k: InstructionKind.BACKWARD_WEIGHT, v
+                wrap_instruction(
+                    listener, InstructionKind.BACKWARD_WEIGHT, st.backward_weight_one_chunk, _microbatch, v
                 ),
             ),
         ]
