@@ -181,7 +181,7 @@ def test_plan_json_round_trip_and_program_order(tmp_path: Path, frontier) -> Non
     program = loaded.stage_program(sched, 1)
     assert [i for i, _ in program] == list(sched.stage_orders[1])
     assert [f for _, f in program] == [plan.frequencies[i] for i in sched.stage_orders[1]]
-    with pytest.raises(ZeusProfileError, match=r"\(stages, microbatches, chunks\)=\(3, 6, 1\)"):
+    with pytest.raises(ZeusProfileError, match=r"\(stages, microbatches, chunks, kinds\)=\(3, 6, 1, 'F/B'\)"):
         loaded.stage_program(synchronous_1f1b(3, 7), 0)
 
 

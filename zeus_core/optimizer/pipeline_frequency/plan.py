@@ -160,8 +160,18 @@ class FrequencyPlan:
         Raises:
             ZeusProfileError: Naming both shapes.
         """
-        mine = (self.num_stages, self.num_microbatches, self.num_chunks, self.kinds)
-        theirs = (schedule.num_stages, schedule.num_microbatches, schedule.num_chunks, schedule.kinds)
+        mine = (
+            self.num_stages,
+            self.num_microbatches,
+            self.num_chunks,
+            "/".join(k.letter for k in self.kinds),
+        )
+        theirs = (
+            schedule.num_stages,
+            schedule.num_microbatches,
+            schedule.num_chunks,
+            "/".join(k.letter for k in schedule.kinds),
+        )
         if mine != theirs:
             raise ZeusProfileError(
                 f"FrequencyPlan {self.label!r} is for (stages, microbatches, chunks, kinds)={mine}, but the "
