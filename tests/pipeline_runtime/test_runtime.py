@@ -331,3 +331,26 @@ def test_an_unusable_sweep_fails_only_when_profiling_is_needed(tmp_path: Path) -
     with new_runtime(gpu, sweep=SWEEP, plan=given) as ok:  # a given plan needs no sweep
         iterate(ok, gpu, 2)
     assert ok.plan == given
+
+
+def test_training_that_ends_before_a_plan_warns_and_keeps_the_partial_profile(tmp_path: Path, shown) -> None:
+    gpu = make_gpu()
+    with new_runtime(gpu, save_dir=tmp_path) as runtime:
+        iterate(runtime, gpu, 3)  # discovery + 2 of the adaptive sweep's clocks
+        assert isinstance(runtime.phase, Profiling)
+    assert "before a frequency plan was made" in shown.text and "Run at least 9 iterations" in shown.text
+    partial = tmp_path / "profile-partial-stage0-rank0.csv"
+    assert partial.exists() and f"{partial}" in shown.text
+    from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
+
+    profile = InstructionProfile.from_csv(partial)
+    assert [m.frequency_mhz for m in profile.get(0, "forward")] == [1740, 1380]
+    assert profile.simulated and profile.blocking_power_w is not None
+
+
+def test_the_default_sweep_plans_within_ten_iterations() -> None:
+    gpu = make_gpu()
+    with new_runtime(gpu) as runtime:
+        iterate(runtime, gpu, 10)
+    phases = [r.phase for r in runtime.iterations]
+    assert "applying" in phases and phases.index("applying") <= 9  # the 10th iteration runs the plan
