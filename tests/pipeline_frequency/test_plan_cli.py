@@ -98,7 +98,11 @@ def test_plan_infers_stages_and_skips_plots(tmp_path: Path, profile_csv: Path) -
         == 0
     )
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["stages"] == 3 and summary["schedule"] == "gpipe" and not summary["simulated"]
+    # The profile's metadata JSON (written beside the CSV) carries the simulated flag and blocking power.
+    assert summary["stages"] == 3 and summary["schedule"] == "gpipe" and summary["simulated"]
+    assert (
+        summary["blocking_power_w"] == 80.0 and summary["blocking_power_source"] == "measured while profiling"
+    )
     assert not (out / "frontier.png").exists()
 
 

@@ -19,6 +19,12 @@ MODULES = [
     "plan",
     "plots",
     "physical_profiles",
+    "blocking_power",
+    "simulated_gpu",
+    "point_plan",
+    "plan_settings",
+    "profiler",
+    "runtime",
 ]
 
 
@@ -30,3 +36,10 @@ def test_docstring_examples_run(name: str) -> None:
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
     assert result.attempted > 0 or name == "solver"
+
+
+@pytest.mark.parametrize("name", ["emulation", "cpu_shims", "torch_pipelining"])
+def test_integration_docstring_examples_run(name: str) -> None:
+    pytest.importorskip("torch")
+    module = importlib.import_module(f"zeus_integrations.pipeline.{name}")
+    assert doctest.testmod(module, optionflags=doctest.ELLIPSIS).failed == 0

@@ -41,18 +41,18 @@ def report(out: Path, name: str, rank: int) -> dict[str, Any]:
 
 def sequence(iteration: dict[str, Any]) -> list[str]:
     """``["F0", "F1", "B0", ...]`` of one iteration record."""
-    return [f"{kind[0].upper()}{mb}" for kind, mb, _ in iteration["instructions"]]
+    return [f"{kind[0].upper()}{mb}" for kind, mb, *_ in iteration["instructions"]]
 
 
 def clocks(iteration: dict[str, Any]) -> list[int | None]:
     """The clock requested for each instruction of one iteration record, MHz."""
-    return [mhz for _, _, mhz in iteration["instructions"]]
+    return [mhz for _, _, mhz, *_ in iteration["instructions"]]
 
 
 def planned(plan: dict[str, Any], stage: int, iteration: dict[str, Any]) -> list[int]:
     """The plan's clock for each instruction of one iteration record, MHz."""
     row = next(r for r in plan["frequencies_mhz"] if r["stage"] == stage)
-    return [row[kind][mb] for kind, mb, _ in iteration["instructions"]]
+    return [row[kind][mb] for kind, mb, *_ in iteration["instructions"]]
 
 
 def textbook(schedule: str, stage: int, microbatches: int = 4) -> list[str]:

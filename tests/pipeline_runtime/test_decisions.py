@@ -7,14 +7,14 @@ import re
 import pytest
 
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.pipeline_frequency import _runtime_plans as plans
+from zeus_core.optimizer.pipeline_frequency import decisions, observed_pipeline, plan_settings, plan_store
 from zeus_core.optimizer.pipeline_frequency.controller import ControlMode
 from zeus_core.optimizer.pipeline_frequency.schedule import synchronous_1f1b
 
 CLOCKS = (1740, 1500, 1200)
 
 
-def info(rank: int, stage: int, order: str, **kw: object) -> plans.RankInfo:
+def info(rank: int, stage: int, order: str, **kw: object) -> observed_pipeline.RankInfo:
     parsed = tuple(("forward" if t[0] == "F" else "backward", int(t[1:])) for t in order.split())
     fields = dict(
         rank=rank,
@@ -27,7 +27,7 @@ def info(rank: int, stage: int, order: str, **kw: object) -> plans.RankInfo:
         order=parsed,
     )
     fields.update(kw)
-    return plans.RankInfo(**fields)  # type: ignore[arg-type]
+    return observed_pipeline.RankInfo(**fields)  # type: ignore[arg-type]
 
 
 S0, S1 = "F0 F1 B0 B1", "F0 B0 F1 B1"
@@ -35,8 +35,10 @@ S0, S1 = "F0 F1 B0 B1", "F0 B0 F1 B1"
 
 def test_observed_orders_become_the_schedule_with_data_parallel_replicas() -> None:
     infos = [info(0, 0, S0), info(1, 1, S1), info(2, 0, S0), info(3, 1, S1)]
-    assert plans.schedule_of(infos).stage_orders == synchronous_1f1b(2, 2).stage_orders
-    decision = plans.decide_after_discovery(infos, plans.PlanSettings(), ControlMode.CONTROL, None, None)
+    assert observed_pipeline.schedule_of(infos).stage_orders == synchronous_1f1b(2, 2).stage_orders
+    decision = decisions.decide_after_discovery(
+        infos, plan_settings.PlanSettings(), ControlMode.CONTROL, None, None
+    )
     assert decision.plan is None and decision.error is None  # -> profile
 
 
@@ -52,36 +54,40 @@ def test_observed_orders_become_the_schedule_with_data_parallel_replicas() -> No
     ],
 )
 def test_inconsistent_ranks_become_one_error_for_everyone(infos: list, match: str) -> None:
-    decision = plans.decide_after_discovery(infos, plans.PlanSettings(), ControlMode.CONTROL, None, None)
+    decision = decisions.decide_after_discovery(
+        infos, plan_settings.PlanSettings(), ControlMode.CONTROL, None, None
+    )
     assert decision.plan is None and decision.error is not None
     assert re.search(match, decision.error), decision.error
 
 
 def test_measure_mode_without_a_plan_records_each_stage_at_its_highest_clock() -> None:
     infos = [info(0, 0, S0, mode="measure"), info(1, 1, S1, mode="measure", supported_mhz=(1410, 1200))]
-    decision = plans.decide_after_discovery(infos, plans.PlanSettings(), ControlMode.MEASURE, None, None)
+    decision = decisions.decide_after_discovery(
+        infos, plan_settings.PlanSettings(), ControlMode.MEASURE, None, None
+    )
     assert decision.plan is not None
     rows = {r["stage"]: r["forward"] + r["backward"] for r in decision.plan["frequencies_mhz"]}
     assert rows == {0: [1740] * 4, 1: [1410] * 4}
 
 
 def test_unexpected_failures_do_not_leave_ranks_waiting() -> None:
-    decision = plans.decide_after_profiling(
+    decision = decisions.decide_after_profiling(
         [info(0, 0, S0), info(1, 1, S1)],
         [object()],  # type: ignore[list-item]
-        plans.PlanSettings(),
+        plan_settings.PlanSettings(),
         None,
     )
     assert decision.error is not None and decision.error.startswith("Perseus planning failed on rank 0")
 
 
 def test_plan_settings() -> None:
-    assert plans.PlanSettings(target="least-energy").label == "least-energy"
+    assert plan_settings.PlanSettings(target="least-energy").label == "least-energy"
     with pytest.raises(ZeusConfigError, match="not both"):
-        plans.PlanSettings(target="least-energy", deadline_s=1.0)
+        plan_settings.PlanSettings(target="least-energy", deadline_s=1.0)
     with pytest.raises(ZeusConfigError, match="blocking_power_w"):
-        plans.PlanSettings(blocking_power_w=-1)
-    assert plans.plan_file_name(synchronous_1f1b(2, 4), plans.PlanSettings(deadline_s=0.25)) == (
+        plan_settings.PlanSettings(blocking_power_w=-1)
+    assert plan_store.plan_file_name(synchronous_1f1b(2, 4), plan_settings.PlanSettings(deadline_s=0.25)) == (
         "plan-1f1b-s2-m4-deadline-0.25s.json"
     )
 
@@ -90,6 +96,6 @@ def test_auto_time_unit_follows_the_shortest_instruction() -> None:
     from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
 
     rows = [(0, "forward", 1740, 0.004, 1.0), (0, "backward", 1740, 0.010, 2.0)]
-    assert plans.auto_unit_time(InstructionProfile.from_rows(rows)) == pytest.approx(2e-4)
+    assert plan_settings.auto_unit_time(InstructionProfile.from_rows(rows)) == pytest.approx(2e-4)
     rows = [(0, "forward", 1740, 0.1, 1.0), (0, "backward", 1740, 0.2, 2.0)]
-    assert plans.auto_unit_time(InstructionProfile.from_rows(rows)) == 1e-3
+    assert plan_settings.auto_unit_time(InstructionProfile.from_rows(rows)) == 1e-3

@@ -21,8 +21,11 @@ class Recorder:
     def __init__(self) -> None:
         self.events: list[tuple[Any, ...]] = []
 
-    def set_pipeline(self, stage: int, num_stages: int, schedule: str | None = None) -> None:
+    def set_pipeline(
+        self, stage: int, num_stages: int, schedule: str | None = None, framework: str | None = None
+    ) -> None:
         self.events.append(("pipeline", stage, num_stages, schedule))
+        self.framework = framework
 
     def begin_iteration(self) -> None:
         self.events.append(("begin_iteration",))
@@ -30,7 +33,9 @@ class Recorder:
     def end_iteration(self, failed: bool = False) -> None:
         self.events.append(("end_iteration", failed))
 
-    def begin_instruction(self, kind: InstructionKind | str, microbatch: int | None = None) -> None:
+    def begin_instruction(
+        self, kind: InstructionKind | str, microbatch: int | None = None, virtual_stage: int | None = None
+    ) -> None:
         self.events.append(("begin", InstructionKind.parse(kind).value, microbatch))
 
     def end_instruction(
@@ -106,17 +111,34 @@ def test_attachment_detaches_once_in_reverse_order() -> None:
 
 def test_torch_pipelining_rejects_unsupported_schedules_and_non_stages() -> None:
     pytest.importorskip("torch")
-    from torch.distributed.pipelining import ScheduleInterleaved1F1B
+    from torch.distributed.pipelining import Schedule1F1B, ScheduleLoopedBFS
 
     from zeus_integrations.pipeline import torch_pipelining
 
-    fake = object.__new__(ScheduleInterleaved1F1B)
-    with pytest.raises(ZeusNotSupportedError, match="ScheduleInterleaved1F1B is not supported"):
+    fake = object.__new__(ScheduleLoopedBFS)
+    with pytest.raises(ZeusNotSupportedError, match="ScheduleLoopedBFS is not supported"):
         torch_pipelining.attach(Recorder(), object(), fake)
+    with pytest.raises(ZeusConfigError, match="is not a PipelineStage"):
+        torch_pipelining.attach(Recorder(), object(), object.__new__(Schedule1F1B))
+
+
+def test_version_guard_names_the_supported_versions_when_a_seam_is_missing() -> None:
+    pytest.importorskip("torch")
     from torch.distributed.pipelining import Schedule1F1B
 
-    with pytest.raises(ZeusConfigError, match="pass the PipelineStage"):
-        torch_pipelining.attach(Recorder(), object(), object.__new__(Schedule1F1B))
+    from zeus_integrations.pipeline import SUPPORTED_VERSIONS, check_seam, torch_pipelining
+
+    class OldStage:  # a PipelineStage from a torch without the methods the hook wraps
+        stage_index, group_rank, group_size = 0, 0, 2
+
+        def forward_one_chunk(self, i: int) -> None: ...
+
+    with pytest.raises(ZeusNotSupportedError, match=r"lacks PipelineStage\..*torch>=2\.4,<2\.14"):
+        torch_pipelining.attach(Recorder(), OldStage(), object.__new__(Schedule1F1B))
+    for framework, (dist, spec) in SUPPORTED_VERSIONS.items():
+        with pytest.raises(ZeusNotSupportedError, match=f"Supported: {dist}{spec}"):
+            check_seam(framework, "a seam", present=False)
+    check_seam("torch", "a seam", present=True)  # the installed torch is in range: no error
 
 
 def test_adapters_import_no_framework_and_name_the_extra_when_missing(

@@ -113,7 +113,8 @@ def test_profiler_needs_exactly_one_gpu() -> None:
 def test_sweep_picks_clocks_from_the_top_down() -> None:
     supported = MODEL.sm_frequencies_mhz  # 1740, 1725, ..., 210 (15 MHz steps)
     assert FrequencySweep(step_mhz=300, min_mhz=800).frequencies_for(supported) == [1740, 1440, 1140, 840]
-    auto = FrequencySweep().frequencies_for(supported)
+    assert FrequencySweep().frequencies_for(supported) == [1740]  # adaptive: the rest while profiling
+    auto = FrequencySweep(step_mhz=60).frequencies_for(supported)
     assert auto[0] == 1740 and auto[-1] == 210 and all(a - b == 60 for a, b in zip(auto, auto[1:-1]))
     assert FrequencySweep(frequencies_mhz=(900, 1740, 900)).frequencies_for(supported) == [1740, 900]
     # Sparse supported clocks: the next supported clock below each step.
@@ -133,6 +134,8 @@ def test_sweep_picks_clocks_from_the_top_down() -> None:
         ({"iterations_per_frequency": 0}, "measure at least 1"),
         ({"patience": -1}, "patience"),
         ({"tolerance": 1.5}, "tolerance"),
+        ({"max_frequencies": 1}, "at least 2 clocks"),
+        ({"descent_ratio": 1.0}, "descent_ratio"),
     ],
 )
 def test_sweep_rejects_bad_settings(kwargs: dict, match: str) -> None:
@@ -145,3 +148,43 @@ def test_sweep_rejects_unsupported_clocks_and_clockless_gpus() -> None:
         FrequencySweep(frequencies_mhz=(1740, 1000)).frequencies_for(MODEL.sm_frequencies_mhz)
     with pytest.raises(ZeusConfigError, match="no supported SM clocks"):
         FrequencySweep().frequencies_for([])
+
+
+def _model_energies(clocks: list[int], blocking_w: float = 30.0) -> dict[int, dict[str, float]]:
+    """Effective energy per clock of a forward (and a more compute-bound backward) on the A40 model."""
+    return {
+        f: {
+            "forward": MODEL.power_at(f) * MODEL.time_at(f) - blocking_w * MODEL.time_at(f),
+            "backward": 2 * (MODEL.power_at(f) - blocking_w) * (0.01 + 0.09 * 1740 / f),
+        }
+        for f in clocks
+    }
+
+
+def test_adaptive_sweep_descends_then_bisects_within_its_budget() -> None:
+    sweep = FrequencySweep()
+    supported = MODEL.sm_frequencies_mhz
+    clocks: list[int] = []
+    while (nxt := sweep.next_frequency(supported, _model_energies(clocks))) is not None:
+        assert nxt in supported and nxt not in clocks
+        clocks.append(nxt)
+    assert clocks[0] == 1740 and len(clocks) <= sweep.max_frequencies
+    energies = _model_energies(clocks)
+    # It went below the least-energy clock of every instruction type (the minimum is bracketed) ...
+    for kind in ("forward", "backward"):
+        best = min(clocks, key=lambda f: energies[f][kind])
+        assert any(f < best for f in clocks), kind
+    # ... and spent its remaining budget between the highest clock and that minimum.
+    descent = [f for i, f in enumerate(clocks) if i == 0 or f < clocks[i - 1]]
+    assert len(descent) < len(clocks) == sweep.max_frequencies
+    # The frontier from these few clocks is close to the one from every 15 MHz clock.
+    assert max(b - a for a, b in zip(sorted(clocks), sorted(clocks)[1:])) < 400
+
+
+def test_adaptive_sweep_stops_at_the_floor_and_when_no_clock_is_left() -> None:
+    sweep = FrequencySweep(min_mhz=1500, max_frequencies=8)
+    clocks: list[int] = []
+    supported = [1740, 1600, 1500, 1400]
+    while (nxt := sweep.next_frequency(supported, _model_energies(clocks))) is not None:
+        clocks.append(nxt)
+    assert set(clocks) <= {1740, 1600, 1500} and clocks[:2] == [1740, 1500]

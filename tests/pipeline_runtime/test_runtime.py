@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from zeus_core import console
 from zeus_core.device.simulated import PhysicalModel, SimulatedGPU, VirtualClock
 from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
 from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
@@ -28,6 +29,25 @@ from zeus_core.optimizer.pipeline_frequency.schedule import synchronous_1f1b
 ORDER = [("forward", 0), ("backward", 0), ("forward", 1), ("backward", 1)]  # 1F1B, 1 stage, 2 microbatches
 SWEEP = FrequencySweep(frequencies_mhz=(1740, 1140, 840), iterations_per_frequency=2, patience=0)
 LEAST = PlanSettings(target="least-energy", unit_time_s=1e-3)
+
+
+class Shown:
+    """The console messages a test triggered (``console.warn`` and ``console.info``)."""
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.messages)
+
+
+@pytest.fixture
+def shown(monkeypatch: pytest.MonkeyPatch) -> Shown:
+    seen = Shown()
+    monkeypatch.setattr(console, "warn", seen.messages.append)
+    monkeypatch.setattr(console, "info", seen.messages.append)
+    return seen
 
 
 def make_gpu(model: PhysicalModel | None = None, **kwargs: object) -> SimulatedGPU:
@@ -119,31 +139,76 @@ def test_restart_reuses_the_plan_and_replans_a_new_target_from_the_profile(tmp_p
     assert FrequencyPlan.load(tmp_path / "plan-1f1b-s1-m2-least-energy.json") == first
 
 
-def test_files_from_other_hardware_are_rejected(tmp_path: Path) -> None:
+def test_files_from_other_hardware_are_set_aside_and_profiled_again(tmp_path: Path, shown) -> None:
     _profiled(tmp_path)
-    before = {p.name: p.read_text() for p in tmp_path.iterdir()}
+    old_profile = (tmp_path / "profile.csv").read_text()
     gpu = make_gpu(PhysicalModel.a100())
-    runtime = new_runtime(gpu, sweep=SWEEP, planning=LEAST, save_dir=tmp_path)
-    with pytest.raises(
-        ZeusProfileError, match=r"NVIDIA A40 \(simulated\).*NVIDIA A100-SXM4-40GB \(simulated\)"
-    ):
-        with runtime:
-            iterate(runtime, gpu, 2)
-    assert not runtime.controller.active and gpu.locked_sm_frequency is None  # type: ignore[union-attr]
-    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == before  # nothing overwritten
+    with new_runtime(gpu, planning=LEAST, save_dir=tmp_path) as runtime:
+        iterate(runtime, gpu, 2)
+        assert isinstance(runtime.phase, Profiling)  # profiling the new GPUs, not an error
+        iterate(runtime, gpu, 8)
+    assert isinstance(runtime.phase, Applying) and gpu.locked_sm_frequency is None
+    assert "moved to" in shown.text and "profiling again" in shown.text
+    # Nothing lost: the old profile is kept beside the new one.
+    assert (tmp_path / "profile.csv.replaced").read_text() == old_profile
+    assert "A100" in json.loads((tmp_path / "profile.json").read_text())["gpu_names"]["0"]
 
 
-def test_plan_for_another_instruction_order_is_rejected(tmp_path: Path) -> None:
+def test_a_saved_plan_for_another_order_is_replanned_from_the_profile(tmp_path: Path, shown) -> None:
     _profiled(tmp_path)
     path = tmp_path / "plan-1f1b-s1-m2-least-energy.json"
+    good = FrequencyPlan.load(path)
     data = json.loads(path.read_text())
     data["metadata"]["runtime"]["stage_orders"] = "stage 0: F0 F1 B0 B1"
     path.write_text(json.dumps(data))
     gpu = make_gpu()
-    runtime = new_runtime(gpu, planning=LEAST, save_dir=tmp_path)
-    with pytest.raises(ZeusProfileError, match="instruction order"):
-        with runtime:
-            iterate(runtime, gpu)
+    with new_runtime(gpu, planning=LEAST, save_dir=tmp_path) as runtime:
+        iterate(runtime, gpu, 2)
+    assert [r.phase for r in runtime.iterations] == ["discovering", "applying"]  # no profiling
+    assert runtime.plan == good and "another instruction order" in shown.text
+    assert FrequencyPlan.load(path) == good  # re-planned and saved again
+
+
+def test_a_corrupt_plan_file_is_replanned_from_the_profile(tmp_path: Path, shown) -> None:
+    _profiled(tmp_path)
+    path = tmp_path / "plan-1f1b-s1-m2-least-energy.json"
+    good = FrequencyPlan.load(path)
+    path.write_text(path.read_text()[: len(path.read_text()) // 2])  # truncated by a crash
+    gpu = make_gpu()
+    with new_runtime(gpu, planning=LEAST, save_dir=tmp_path) as runtime:
+        iterate(runtime, gpu, 2)
+    assert runtime.plan == good and "not valid JSON" in shown.text
+    # A corrupt plan given by path: reported, then the saved profile plans.
+    path.write_text("{")
+    with new_runtime(gpu, planning=LEAST, save_dir=tmp_path, plan=path) as given:
+        iterate(given, gpu, 2)
+    assert given.plan == good
+
+
+def test_a_microbatch_change_runs_max_clocks_then_replans(tmp_path: Path, shown) -> None:
+    gpu = make_gpu()
+    with new_runtime(gpu, sweep=SWEEP, planning=LEAST, save_dir=tmp_path) as runtime:
+        iterate(runtime, gpu, 8)
+        assert isinstance(runtime.phase, Applying) and runtime.plan.num_microbatches == 2  # type: ignore[union-attr]
+        three = [
+            ("forward", 0),
+            ("backward", 0),
+            ("forward", 1),
+            ("backward", 1),
+            ("forward", 2),
+            ("backward", 2),
+        ]
+        iterate(runtime, gpu, 1, order=three)  # more microbatches than planned: not an error
+        assert [i.frequency_mhz for i in runtime.iterations[-1].instructions][-2:] == [1740, 1740]
+        assert isinstance(runtime.phase, Discovering)
+        iterate(runtime, gpu, 2, order=three)  # one untouched iteration, then the new plan
+        assert isinstance(runtime.phase, Applying) and runtime.plan.num_microbatches == 3  # type: ignore[union-attr]
+        iterate(runtime, gpu, 1)  # back to 2 microbatches: the saved plan for that shape
+        iterate(runtime, gpu, 1)
+    phases = [r.phase for r in runtime.iterations]
+    assert phases[8:] == ["applying", "discovering", "applying", "applying", "discovering"]
+    assert shown.text.count("planning again for the new shape") == 1  # told once
+    assert (tmp_path / "plan-1f1b-s1-m3-least-energy.json").exists()
 
 
 def test_measure_mode_records_without_touching_clocks(tmp_path: Path) -> None:
@@ -173,17 +238,18 @@ def test_early_stop_when_energy_rises() -> None:
     assert isinstance(runtime.phase, Applying)
 
 
-def test_given_plan_is_checked_against_the_gpu() -> None:
+def test_given_plan_is_checked_against_the_gpu(shown) -> None:
     gpu = make_gpu()
     bad = FrequencyPlan.uniform(synchronous_1f1b(1, 2), 1000, label="bad")
     runtime = new_runtime(gpu, plan=bad)
     with pytest.raises(ZeusProfileError, match=r"not allowed(.|\n)*>1000<"):
         with runtime:
             iterate(runtime, gpu)
+    # A plan for another shape is not an error: reported, then Perseus profiles this pipeline.
     wrong_shape = FrequencyPlan.uniform(synchronous_1f1b(1, 3), 1005)
-    with pytest.raises(ZeusProfileError, match="microbatches"):
-        with new_runtime(gpu, plan=wrong_shape) as runtime:
-            iterate(runtime, gpu)
+    with new_runtime(gpu, plan=wrong_shape, sweep=SWEEP) as runtime:
+        iterate(runtime, gpu, 2)
+    assert isinstance(runtime.phase, Profiling) and "given plan does not fit" in shown.text
 
 
 def test_state_dict_resumes_the_plan(tmp_path: Path) -> None:
@@ -223,9 +289,16 @@ def test_events_outside_iterations_are_ignored_and_microbatches_counted() -> Non
 def test_a_stage_without_backward_is_explained() -> None:
     gpu = make_gpu()
     runtime = new_runtime(gpu)
-    with pytest.raises(ZeusProfileError, match="ran no backward(.|\n)*loss_fn"):
+    with pytest.raises(ZeusProfileError, match="ran no backward(.|\n)*begin_instruction"):
         with runtime:
             iterate(runtime, gpu, order=[("forward", 0), ("forward", 1)])
+    # The fix named is the one for the framework whose hook attached.
+    for framework, fix in (("torch", "loss_fn"), ("deepspeed", "train_batch"), ("megatron", "forward_only")):
+        runtime = PerseusRuntime(gpu)
+        runtime.set_pipeline(0, 1, "1f1b", framework=framework)
+        with pytest.raises(ZeusProfileError, match=f"ran no backward(.|\n)*{fix}"):
+            with runtime:
+                iterate(runtime, gpu, order=[("forward", 0), ("forward", 1)])
 
 
 def test_configuration_errors() -> None:
@@ -258,3 +331,26 @@ def test_an_unusable_sweep_fails_only_when_profiling_is_needed(tmp_path: Path) -
     with new_runtime(gpu, sweep=SWEEP, plan=given) as ok:  # a given plan needs no sweep
         iterate(ok, gpu, 2)
     assert ok.plan == given
+
+
+def test_training_that_ends_before_a_plan_warns_and_keeps_the_partial_profile(tmp_path: Path, shown) -> None:
+    gpu = make_gpu()
+    with new_runtime(gpu, save_dir=tmp_path) as runtime:
+        iterate(runtime, gpu, 3)  # discovery + 2 of the adaptive sweep's clocks
+        assert isinstance(runtime.phase, Profiling)
+    assert "before a frequency plan was made" in shown.text and "Run at least 9 iterations" in shown.text
+    partial = tmp_path / "profile-partial-stage0-rank0.csv"
+    assert partial.exists() and f"{partial}" in shown.text
+    from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
+
+    profile = InstructionProfile.from_csv(partial)
+    assert [m.frequency_mhz for m in profile.get(0, "forward")] == [1740, 1380]
+    assert profile.simulated and profile.blocking_power_w is not None
+
+
+def test_the_default_sweep_plans_within_ten_iterations() -> None:
+    gpu = make_gpu()
+    with new_runtime(gpu) as runtime:
+        iterate(runtime, gpu, 10)
+    phases = [r.phase for r in runtime.iterations]
+    assert "applying" in phases and phases.index("applying") <= 9  # the 10th iteration runs the plan

@@ -35,12 +35,16 @@ import logging
 from types import ModuleType
 from typing import Any, Callable
 
+from zeus_core import console
+from zeus_core.exceptions import ZeusNotSupportedError
 from zeus_core.optimizer.pipeline_frequency.runtime import InstructionListener
 from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind
 
 __all__ = [
     "Attachment",
     "InstructionListener",
+    "SUPPORTED_VERSIONS",
+    "check_seam",
     "require",
     "patch_attribute",
     "wrap_iteration",
@@ -65,6 +69,51 @@ def require(module: str, what: str) -> ModuleType:
             f"{what} needs {module.split('.')[0]}. Install it with: pip install 'zeus-suite[pipeline]'",
             name=exc.name,
         ) from exc
+
+
+#: Framework -> (distribution name, supported version range as declared in the ``pipeline`` extra).
+SUPPORTED_VERSIONS: dict[str, tuple[str, str]] = {
+    "torch": ("torch", ">=2.4,<2.14"),
+    "deepspeed": ("deepspeed", ">=0.15,<0.20"),
+    "megatron": ("megatron-core", ">=0.9,<0.17"),
+}
+
+
+def check_seam(framework: str, seam: str, present: bool) -> None:
+    """Check, at attach time, a framework extension point the hook relies on.
+
+    A missing seam fails with a message naming the supported versions; an installed version
+    outside the supported range only warns (once), because the seam is still there.
+
+    Args:
+        framework: ``"torch"``, ``"deepspeed"`` or ``"megatron"``.
+        seam: The extension point, in words (e.g. ``"PipelineEngine._INSTRUCTION_MAP"``).
+        present: Whether the seam was found, with the expected shape.
+
+    Raises:
+        ZeusNotSupportedError: The seam is missing (another version of the framework).
+    """
+    from importlib import metadata
+
+    from packaging.specifiers import SpecifierSet
+
+    dist, spec = SUPPORTED_VERSIONS[framework]
+    try:
+        version = metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    if not present:
+        raise ZeusNotSupportedError(
+            f"zeus_integrations.pipeline ({framework}): {dist} {version} lacks {seam}, which the Perseus "
+            f"hook needs. Supported: {dist}{spec}; install one with pip install '{dist}{spec}' (or "
+            "'zeus-suite[pipeline]')."
+        )
+    if version != "unknown" and version not in SpecifierSet(spec, prereleases=True):
+        console.warn_once(
+            f"pipeline-version-{dist}",
+            f"Perseus hook: {dist} {version} is outside the tested range {spec}; {seam} is present, so it "
+            "attaches, but check the instruction sequence it reports (PerseusRuntime.iterations).",
+        )
 
 
 class Attachment:
@@ -145,30 +194,34 @@ def wrap_iteration(listener: InstructionListener, fn: Callable[..., Any]) -> Cal
 
 def wrap_instruction(
     listener: InstructionListener,
-    kind: InstructionKind,
+    kind: InstructionKind | Callable[[tuple, dict], InstructionKind],
     fn: Callable[..., Any],
     microbatch: Callable[[tuple, dict], int | None],
+    virtual_stage: int | None = None,
 ) -> Callable[..., Any]:
     """``fn`` bracketed by ``begin_instruction`` / ``end_instruction`` of ``kind``.
 
     Args:
         listener: Receives the events.
-        kind: Forward or backward.
+        kind: The instruction kind, or a function of ``(args, kwargs)`` that tells it (e.g. a
+            full or an input-only backward).
         fn: The framework's function or method.
         microbatch: Extracts the microbatch index from ``(args, kwargs)``; ``None`` lets the
             listener count.
+        virtual_stage: The model chunk's virtual stage (interleaved schedules); ``None``: the stage.
     """
+    kind_of = kind if callable(kind) and not isinstance(kind, InstructionKind) else (lambda a, k: kind)
 
     @functools.wraps(fn)
     def instruction(*args: Any, **kwargs: Any) -> Any:
-        mb = microbatch(args, kwargs)
-        listener.begin_instruction(kind, mb)
+        this, mb = kind_of(args, kwargs), microbatch(args, kwargs)
+        listener.begin_instruction(this, mb, virtual_stage)
         try:
             result = fn(*args, **kwargs)
         except BaseException:
-            listener.end_instruction(kind, mb, failed=True)
+            listener.end_instruction(this, mb, failed=True)
             raise
-        listener.end_instruction(kind, mb)
+        listener.end_instruction(this, mb)
         return result
 
     return instruction

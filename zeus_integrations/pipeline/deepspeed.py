@@ -22,7 +22,14 @@ from typing import Any
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.optimizer.pipeline_frequency.runtime import InstructionListener
 from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind
-from zeus_integrations.pipeline import Attachment, patch_attribute, require, wrap_instruction, wrap_iteration
+from zeus_integrations.pipeline import (
+    Attachment,
+    check_seam,
+    patch_attribute,
+    require,
+    wrap_instruction,
+    wrap_iteration,
+)
 
 __all__ = ["attach"]
 
@@ -46,6 +53,8 @@ def attach(listener: InstructionListener, engine: Any) -> Attachment:
     Raises:
         ModuleNotFoundError: DeepSpeed is not installed.
         ZeusConfigError: ``engine`` is not a ``PipelineEngine``.
+        ZeusNotSupportedError: This DeepSpeed lacks the dispatch table the hook uses (the message
+            names the supported versions).
     """
     pipe_engine = require("deepspeed.runtime.pipe.engine", "zeus_integrations.pipeline.deepspeed")
     pipe_schedule = require("deepspeed.runtime.pipe.schedule", "zeus_integrations.pipeline.deepspeed")
@@ -54,8 +63,19 @@ def attach(listener: InstructionListener, engine: Any) -> Attachment:
             f"deepspeed.attach: {type(engine).__name__} is not a PipelineEngine; pass the engine that "
             "deepspeed.initialize returns for a PipelineModule."
         )
-    listener.set_pipeline(int(engine.stage_id), int(engine.num_stages), "1f1b")
-    table = dict(engine._INSTRUCTION_MAP)  # the documented dispatch seam (looked up through self)
+    # DeepSpeed has no public per-instruction hook: the engine dispatches through the private
+    # class attribute _INSTRUCTION_MAP (looked up through self), so check its shape first.
+    seam = getattr(engine, "_INSTRUCTION_MAP", None)
+    check_seam(
+        "deepspeed",
+        "PipelineEngine._INSTRUCTION_MAP with ForwardPass/BackwardPass",
+        isinstance(seam, dict)
+        and callable(seam.get(pipe_schedule.ForwardPass))
+        and callable(seam.get(pipe_schedule.BackwardPass))
+        and callable(getattr(engine, "train_batch", None)),
+    )
+    listener.set_pipeline(int(engine.stage_id), int(engine.num_stages), "1f1b", framework="deepspeed")
+    table = dict(engine._INSTRUCTION_MAP)
     table[pipe_schedule.ForwardPass] = wrap_instruction(
         listener, InstructionKind.FORWARD, table[pipe_schedule.ForwardPass], _counted
     )

@@ -22,12 +22,20 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable
 
 from zeus_core.exceptions import ZeusConfigError, ZeusNotSupportedError
 from zeus_core.optimizer.pipeline_frequency.runtime import InstructionListener
 from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind
-from zeus_integrations.pipeline import Attachment, patch_attribute, require, wrap_instruction, wrap_iteration
+from zeus_integrations.pipeline import (
+    Attachment,
+    check_seam,
+    patch_attribute,
+    require,
+    wrap_instruction,
+    wrap_iteration,
+)
 
 __all__ = ["attach"]
 
@@ -74,7 +82,9 @@ def attach(
 
     Raises:
         ModuleNotFoundError: megatron-core is not installed.
-        ZeusNotSupportedError: A virtual pipeline (interleaved schedule) is configured.
+        ZeusNotSupportedError: A virtual pipeline (interleaved schedule) is configured, or this
+            megatron-core lacks the schedule functions the hook wraps (the message names the
+            supported versions).
         ZeusConfigError: Model parallelism is not initialized and no stage was given.
     """
     schedules = require("megatron.core.pipeline_parallel.schedules", "zeus_integrations.pipeline.megatron")
@@ -82,8 +92,10 @@ def attach(
     if parallel_state.model_parallel_is_initialized():
         if parallel_state.get_virtual_pipeline_model_parallel_world_size() is not None:
             raise ZeusNotSupportedError(
-                "megatron.attach: the interleaved (virtual pipeline) schedule is not supported yet; "
-                "run without virtual_pipeline_model_parallel_size."
+                "megatron.attach: Megatron-core's interleaved (virtual pipeline) schedule calls "
+                "backward_step without telling which model chunk it runs, so Perseus cannot plan it per "
+                "instruction yet; run without virtual_pipeline_model_parallel_size, or use "
+                "torch.distributed.pipelining's ScheduleInterleaved1F1B (supported)."
             )
         if stage is None:
             stage = parallel_state.get_pipeline_model_parallel_rank()
@@ -94,7 +106,22 @@ def attach(
             "megatron.attach: model parallelism is not initialized; call "
             "parallel_state.initialize_model_parallel(...) first, or pass stage= and num_stages=."
         )
-    listener.set_pipeline(int(stage), int(num_stages), "1f1b")
+    # Megatron-core has no per-microbatch hook: its schedules call the module globals forward_step
+    # (with current_microbatch=) and backward_step at call time, so check they are still there.
+    forward_params = (
+        inspect.signature(schedules.forward_step).parameters
+        if callable(getattr(schedules, "forward_step", None))
+        else {}
+    )
+    check_seam(
+        "megatron",
+        "schedules.forward_step(..., current_microbatch=...), schedules.backward_step and "
+        f"schedules.{_SCHEDULE}",
+        "current_microbatch" in forward_params
+        and callable(getattr(schedules, "backward_step", None))
+        and callable(getattr(schedules, _SCHEDULE, None)),
+    )
+    listener.set_pipeline(int(stage), int(num_stages), "1f1b", framework="megatron")
     undo = [
         patch_attribute(
             schedules,

@@ -1,104 +1,138 @@
-"""Perseus hook for ``torch.distributed.pipelining`` (``Schedule1F1B`` and ``ScheduleGPipe``).
+"""Perseus hook for ``torch.distributed.pipelining``: single-stage, interleaved and zero-bubble schedules.
 
-Single-stage schedules call ``stage.forward_one_chunk(i, ...)`` and ``stage.backward_one_chunk(i, ...)``
-after the microbatch's receives completed, so wrapping those two methods *on the stage instance*
-gives the exact instruction boundaries, with the microbatch index as first argument and
-``stage.stage_index`` as the stage. ``schedule.step`` (wrapped on the schedule instance) is one
-iteration. Nothing is subclassed; :meth:`~zeus_integrations.pipeline.Attachment.detach` removes
-the wrappers.
+Every schedule runs its computation through three methods of ``PipelineStage``, after the
+microbatch's receives completed: ``forward_one_chunk(i, ...)``, ``backward_one_chunk(i, ...,
+full_backward=...)`` (a full backward, or with ``full_backward=False`` the input-gradient half of a
+zero-bubble backward) and ``backward_weight_one_chunk(i, ...)`` (the weight-gradient half). The
+hook wraps those methods *on the stage instances* of this rank (one for ``Schedule1F1B`` /
+``ScheduleGPipe``, several for ``ScheduleInterleaved1F1B``, ``ScheduleInterleavedZeroBubble`` and
+``ScheduleZBVZeroBubble``), with the microbatch index as first argument and ``stage.stage_index``
+as the virtual stage, and ``schedule.step`` as one iteration. These are public methods of public
+classes; the hook checks them at attach time. Nothing is subclassed;
+:meth:`~zeus_integrations.pipeline.Attachment.detach` removes the wrappers.
 
 Example:
     >>> from zeus_integrations.pipeline import torch_pipelining            # doctest: +SKIP
-    >>> stage = PipelineStage(submodule, rank, world_size, torch.device("cuda", rank))  # doctest: +SKIP
-    >>> schedule = Schedule1F1B(stage, n_microbatches=8, loss_fn=loss_fn)  # doctest: +SKIP
-    >>> with PerseusRuntime(save_dir="perseus") as runtime, torch_pipelining.attach(runtime, stage, schedule):
-    ...     train()                                                         # doctest: +SKIP
+    >>> stages = [PipelineStage(chunk, rank + c * world, 2 * world, device)   # doctest: +SKIP
+    ...           for c, chunk in enumerate(chunks)]
+    >>> schedule = ScheduleInterleaved1F1B(stages, n_microbatches=8, loss_fn=loss_fn)  # doctest: +SKIP
+    >>> runtime = PerseusRuntime(save_dir="perseus")                      # doctest: +SKIP
+    >>> with runtime, torch_pipelining.attach(runtime, stages, schedule):  # doctest: +SKIP
+    ...     train()
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from zeus_core.exceptions import ZeusConfigError, ZeusNotSupportedError
 from zeus_core.optimizer.pipeline_frequency.runtime import InstructionListener
 from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind
-from zeus_integrations.pipeline import Attachment, patch_attribute, require, wrap_instruction, wrap_iteration
+from zeus_integrations.pipeline import (
+    Attachment,
+    check_seam,
+    patch_attribute,
+    require,
+    wrap_instruction,
+    wrap_iteration,
+)
 
 __all__ = ["SUPPORTED_SCHEDULES", "schedule_name", "attach"]
 
 #: torch schedule class name -> Zeus schedule name.
-SUPPORTED_SCHEDULES: dict[str, str] = {"Schedule1F1B": "1f1b", "ScheduleGPipe": "gpipe"}
+SUPPORTED_SCHEDULES: dict[str, str] = {
+    "Schedule1F1B": "1f1b",
+    "ScheduleGPipe": "gpipe",
+    "ScheduleInterleaved1F1B": "interleaved-1f1b",
+    "ScheduleInterleavedZeroBubble": "interleaved-zero-bubble",
+    "ScheduleZBVZeroBubble": "zbv",
+}
+_METHODS = ("forward_one_chunk", "backward_one_chunk", "backward_weight_one_chunk")
 
 
 def schedule_name(schedule: Any) -> str:
-    """Zeus's name for a torch pipeline schedule instance (``"1f1b"`` / ``"gpipe"``).
+    """Zeus's name for a torch pipeline schedule instance (e.g. ``"1f1b"``, ``"zbv"``).
 
     Raises:
-        ZeusNotSupportedError: Not a ``Schedule1F1B`` or ``ScheduleGPipe`` (multi-stage and
-            zero-bubble schedules split instructions in ways the planner does not model yet).
+        ZeusNotSupportedError: Another schedule type (e.g. ``ScheduleLoopedBFS``, ``ScheduleDualPipeV``).
     """
     pipelining = require("torch.distributed.pipelining", "zeus_integrations.pipeline.torch_pipelining")
     for cls_name, name in SUPPORTED_SCHEDULES.items():
-        if isinstance(schedule, getattr(pipelining, cls_name)):
+        cls = getattr(pipelining, cls_name, None)
+        if cls is not None and type(schedule) is cls:
             return name
     raise ZeusNotSupportedError(
         f"torch_pipelining.attach: schedule {type(schedule).__name__} is not supported; use one of "
-        f"{sorted(SUPPORTED_SCHEDULES)} (one stage per rank, full backward)."
+        f"{sorted(SUPPORTED_SCHEDULES)}."
     )
 
 
-def _first_arg(args: tuple, kwargs: dict) -> int:
-    return int(args[0]) if args else int(kwargs.get("fwd_chunk_id", kwargs.get("bwd_chunk_id")))
+def _microbatch(args: tuple, kwargs: dict) -> int:
+    return int(args[0] if args else kwargs.get("fwd_chunk_id", kwargs.get("bwd_chunk_id", -1)))
 
 
-def attach(listener: InstructionListener, stage: Any, schedule: Any) -> Attachment:
-    """Feed a stage's instructions and the schedule's iterations to ``listener``.
+def _backward_kind(args: tuple, kwargs: dict) -> InstructionKind:
+    full = kwargs.get("full_backward", args[2] if len(args) > 2 else True)
+    return InstructionKind.BACKWARD if full else InstructionKind.BACKWARD_INPUT
+
+
+def attach(listener: InstructionListener, stage: Any | Sequence[Any], schedule: Any) -> Attachment:
+    """Feed this rank's stage(s) and the schedule's iterations to ``listener``.
 
     Call it on every rank, after building the schedule and before the first ``schedule.step``.
 
     Args:
         listener: Usually a :class:`~zeus_core.optimizer.pipeline_frequency.runtime.PerseusRuntime`.
-        stage: This rank's ``PipelineStage``.
-        schedule: The ``Schedule1F1B`` or ``ScheduleGPipe`` that runs ``stage``.
+        stage: This rank's ``PipelineStage``, or the list of them for a multi-stage schedule.
+        schedule: The schedule that runs them (see :data:`SUPPORTED_SCHEDULES`).
 
     Returns:
-        An :class:`~zeus_integrations.pipeline.Attachment`; ``detach()`` restores both objects.
+        An :class:`~zeus_integrations.pipeline.Attachment`; ``detach()`` restores every object.
 
     Raises:
         ModuleNotFoundError: torch is not installed.
-        ZeusNotSupportedError: Another schedule type.
-        ZeusConfigError: ``stage`` is not a pipeline stage.
+        ZeusNotSupportedError: Another schedule type, or a torch without the stage methods the
+            hook wraps (the message names the supported versions).
+        ZeusConfigError: ``stage`` is not a pipeline stage, or the stages of one rank disagree.
     """
     name = schedule_name(schedule)
-    for method in ("forward_one_chunk", "backward_one_chunk"):
-        if not callable(getattr(stage, method, None)):
-            raise ZeusConfigError(
-                f"torch_pipelining.attach: {type(stage).__name__} has no {method}(); pass the PipelineStage."
-            )
-    listener.set_pipeline(int(stage.stage_index), int(stage.num_stages), name)
-
-    backward = stage.backward_one_chunk
-
-    def full_backward_only(*args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("full_backward", True) is False or (len(args) > 2 and args[2] is False):
-            raise ZeusNotSupportedError(
-                "torch_pipelining: split input/weight backward (zero-bubble schedules) is not supported."
-            )
-        return backward(*args, **kwargs)
-
-    undo = [
-        patch_attribute(
-            stage,
-            "forward_one_chunk",
-            wrap_instruction(listener, InstructionKind.FORWARD, stage.forward_one_chunk, _first_arg),
-        ),
-        patch_attribute(
-            stage,
-            "backward_one_chunk",
-            wrap_instruction(listener, InstructionKind.BACKWARD, full_backward_only, _first_arg),
-        ),
-        patch_attribute(schedule, "step", wrap_iteration(listener, schedule.step)),
-    ]
-    return Attachment(
-        f"torch.distributed.pipelining {type(schedule).__name__} stage {stage.stage_index}", undo
-    )
+    stages: list[Any] = list(stage) if isinstance(stage, (list, tuple)) else [stage]
+    for st in stages:
+        if not hasattr(st, "stage_index") or not hasattr(st, "group_rank"):
+            raise ZeusConfigError(f"torch_pipelining.attach: {type(st).__name__} is not a PipelineStage.")
+        check_seam(
+            "torch",
+            f"PipelineStage.{', '.join(_METHODS)}",
+            all(callable(getattr(st, m, None)) for m in _METHODS),
+        )
+    ranks = {(int(st.group_rank), int(st.group_size)) for st in stages}
+    if len(ranks) != 1:
+        raise ZeusConfigError(
+            f"torch_pipelining.attach: the stages belong to different ranks {sorted(ranks)}."
+        )
+    rank, size = ranks.pop()
+    listener.set_pipeline(rank, size, name, framework="torch")
+    undo = []
+    for st in stages:
+        v = int(st.stage_index)
+        undo += [
+            patch_attribute(
+                st,
+                "forward_one_chunk",
+                wrap_instruction(listener, InstructionKind.FORWARD, st.forward_one_chunk, _microbatch, v),
+            ),
+            patch_attribute(
+                st,
+                "backward_one_chunk",
+                wrap_instruction(listener, _backward_kind, st.backward_one_chunk, _microbatch, v),
+            ),
+            patch_attribute(
+                st,
+                "backward_weight_one_chunk",
+                wrap_instruction(
+                    listener, InstructionKind.BACKWARD_WEIGHT, st.backward_weight_one_chunk, _microbatch, v
+                ),
+            ),
+        ]
+    undo.append(patch_attribute(schedule, "step", wrap_iteration(listener, schedule.step)))
+    return Attachment(f"torch.distributed.pipelining {type(schedule).__name__} rank {rank}", undo)

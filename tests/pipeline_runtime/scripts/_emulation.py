@@ -1,64 +1,30 @@
-"""Test-only helpers shared by the 2-rank scripts: a simulated GPU whose compute really slows down.
+"""Helpers shared by the 2-rank scripts: the package's simulated pipeline GPU and GPU work, and reports.
 
-A ``SimulatedGPU`` on the wall clock draws the A40 model's power at its locked clock while busy,
-but CPU work does not get slower when the simulated clock drops. :class:`GpuWork` closes that gap:
-a layer that sleeps, busy, for the model's time at the currently locked clock
-(``memory + compute · f_max / f``), in forward and (twice as long) in backward. So profiles,
-plans and the measured savings follow the documented DVFS model.
+:func:`make_gpu` is a :class:`SimulatedPipelineGPU` (A40 model) and :func:`work` a
+:class:`GpuWork` whose time follows the DVFS model (memory share 20 %, compute share ∝ 1/f),
+forward ``forward_s`` at the highest clock and backward twice that; so profiles, plans and the
+measured savings follow the documented model.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from zeus_core.device.simulated import PhysicalModel, SimulatedGPU
-
-MODEL = PhysicalModel.a40()
+from zeus_core.optimizer.pipeline_frequency.simulated_gpu import InstructionWork, SimulatedPipelineGPU
+from zeus_integrations.pipeline.emulation import GpuWork
 
 
-def make_gpu(rank: int) -> SimulatedGPU:
-    """This rank's simulated A40 (idle until :class:`GpuWork` runs)."""
-    return SimulatedGPU(MODEL, index=0, busy=False, seed=rank, activity=None)  # busy only in GpuWork
+def make_gpu(rank: int) -> SimulatedPipelineGPU:
+    """This rank's simulated A40 (idle until its :class:`GpuWork` runs)."""
+    return SimulatedPipelineGPU("a40", index=0, seed=rank)
 
 
-class _Sleep(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, work: "GpuWork") -> torch.Tensor:  # noqa: D102
-        ctx.work = work
-        work.run(work.forward_s)
-        return x.clone()
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # noqa: D102
-        ctx.work.run(2 * ctx.work.forward_s)
-        return grad, None
-
-
-class GpuWork(torch.nn.Module):
-    """Sleeps, with the simulated GPU busy, for the model's time of ``forward_s`` (at f_max) of work."""
-
-    def __init__(self, gpu: SimulatedGPU, forward_s: float) -> None:
-        super().__init__()
-        self.gpu = gpu
-        self.forward_s = forward_s
-        self.clocks: list[int | None] = []  # locked clock seen at the start of every forward/backward
-
-    def run(self, seconds_at_max: float) -> None:
-        locked = self.gpu.locked_sm_frequency
-        self.clocks.append(locked)
-        f = locked if locked is not None else MODEL.f_max_mhz
-        self.gpu.set_busy(True)
-        time.sleep(seconds_at_max * MODEL.time_at(f) / MODEL.time_at(MODEL.f_max_mhz))
-        self.gpu.set_busy(False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
-        return _Sleep.apply(x, self)
+def work(gpu: SimulatedPipelineGPU, forward_s: float) -> GpuWork:
+    """A layer with ``forward_s`` of forward work at the highest clock (80 % compute-bound)."""
+    return GpuWork(gpu, InstructionWork(0.8 * forward_s, 0.2 * forward_s))
 
 
 def runtime_report(runtime: Any) -> dict[str, Any]:
@@ -71,7 +37,9 @@ def runtime_report(runtime: Any) -> dict[str, Any]:
                 "time_s": r.time_s,
                 "energy_j": r.energy_j,
                 "simulated": r.simulated,
-                "instructions": [[i.kind.value, i.microbatch, i.frequency_mhz] for i in r.instructions],
+                "instructions": [
+                    [i.kind.value, i.microbatch, i.frequency_mhz, i.virtual_stage] for i in r.instructions
+                ],
             }
             for r in runtime.iterations
         ],

@@ -17,12 +17,13 @@ os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 import deepspeed  # noqa: E402
 import torch  # noqa: E402
-from _emulation import GpuWork, dump, make_gpu, runtime_report  # noqa: E402
+from _emulation import dump, make_gpu, runtime_report, work  # noqa: E402
 from deepspeed.pipe import PipelineModule  # noqa: E402
 
 from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan  # noqa: E402
 from zeus_core.optimizer.pipeline_frequency.runtime import PerseusRuntime  # noqa: E402
 from zeus_core.optimizer.pipeline_frequency.schedule import synchronous_1f1b  # noqa: E402
+from zeus_integrations.pipeline import cpu_shims  # noqa: E402
 from zeus_integrations.pipeline import deepspeed as zeus_ds  # noqa: E402
 
 MICROBATCHES = 4
@@ -30,14 +31,12 @@ MICROBATCHES = 4
 
 def main(out: str) -> None:
     faulthandler.dump_traceback_later(150, exit=True)
-    # CPU trap: TorchBackend.__init__ JIT-builds the shm op with ninja for minutes; skip it in tests.
-    # (`import deepspeed.comm.torch` yields the torch library, hence sys.modules.)
-    sys.modules["deepspeed.comm.torch"].build_shm_op = lambda: None
+    cpu_shims.deepspeed_on_cpu()  # no minutes-long JIT build of DeepSpeed's shm op on CPU
     deepspeed.init_distributed(dist_backend="gloo")
     rank = torch.distributed.get_rank()
     gpu = make_gpu(rank)
     torch.manual_seed(0)
-    works = [GpuWork(gpu, 0.004), GpuWork(gpu, 0.008)]
+    works = [work(gpu, 0.004), work(gpu, 0.008)]
     layers = [torch.nn.Linear(16, 16), works[0], torch.nn.Linear(16, 16), works[1]]
     model = PipelineModule(
         layers=layers, num_stages=2, loss_fn=torch.nn.MSELoss(), partition_method="uniform"

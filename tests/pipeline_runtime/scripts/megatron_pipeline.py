@@ -1,4 +1,4 @@
-"""2-rank Megatron-core 1F1B run (gloo, CPU, test-only CUDA shim) driving PerseusRuntime.
+"""2-rank Megatron-core 1F1B run (gloo, CPU via zeus_integrations.pipeline.cpu_shims) driving PerseusRuntime.
 
 The run profiles two clocks, plans, and applies (1 discovery + 2 profiling + 2 applying
 iterations), then one forward-only call (evaluation, ignored). Writes ``megatron-rank<r>.json``.
@@ -13,33 +13,20 @@ import sys
 from typing import Any
 
 import torch
-from _emulation import GpuWork, dump, make_gpu, runtime_report
+from _emulation import dump, make_gpu, runtime_report, work
 
 from zeus_core.optimizer.pipeline_frequency.profiler import FrequencySweep
 from zeus_core.optimizer.pipeline_frequency.runtime import PerseusRuntime, PlanSettings
+from zeus_integrations.pipeline import cpu_shims
 from zeus_integrations.pipeline import megatron as zeus_megatron
 
 HIDDEN, SEQ, MICRO, MICROBATCHES = 16, 4, 2, 4
 
 
-def install_cuda_shim() -> None:
-    """Test-only: Megatron's schedules hard-code CUDA (device="cuda" buffers, cuda.synchronize)."""
-    torch.cuda.current_device = lambda: "cpu"
-    torch.cuda.synchronize = lambda *a, **k: None
-    zeros = torch.zeros
-
-    def cpu_zeros(*args: Any, **kwargs: Any) -> torch.Tensor:
-        if str(kwargs.get("device", "")).startswith("cuda"):
-            kwargs["device"] = "cpu"
-        return zeros(*args, **kwargs)
-
-    torch.zeros = cpu_zeros
-
-
 class Stage(torch.nn.Module):
     """One pipeline stage in Megatron's module contract (set_input_tensor, model_type, config)."""
 
-    def __init__(self, config: Any, work: GpuWork, first: bool) -> None:
+    def __init__(self, config: Any, work: Any, first: bool) -> None:
         super().__init__()
         from megatron.core.enums import ModelType
 
@@ -58,7 +45,7 @@ class Stage(torch.nn.Module):
 
 def main(out: str) -> None:
     faulthandler.dump_traceback_later(150, exit=True)
-    install_cuda_shim()
+    cpu_shims.megatron_on_cpu()
     torch.distributed.init_process_group("gloo")
     from megatron.core import parallel_state
     from megatron.core.model_parallel_config import ModelParallelConfig
@@ -71,7 +58,7 @@ def main(out: str) -> None:
     config.hidden_size = HIDDEN
     config.fine_grained_activation_offloading = False
     torch.manual_seed(rank)
-    model = Stage(config, GpuWork(gpu, (0.004, 0.008)[rank]), first=rank == 0)
+    model = Stage(config, work(gpu, (0.004, 0.008)[rank]), first=rank == 0)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     data = [(torch.randn(SEQ, MICRO, HIDDEN), torch.randn(SEQ, MICRO, HIDDEN)) for _ in range(MICROBATCHES)]
 

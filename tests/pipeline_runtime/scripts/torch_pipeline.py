@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-from _emulation import GpuWork, dump, make_gpu, runtime_report
+from _emulation import dump, make_gpu, runtime_report, work
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
 from zeus_core.exceptions import ZeusProfileError
@@ -36,7 +36,7 @@ MICROBATCHES = 4
 
 def build(rank: int, gpu, schedule_cls):
     torch.manual_seed(rank)
-    module = torch.nn.Sequential(torch.nn.Linear(16, 16), GpuWork(gpu, FORWARD_S[rank]))
+    module = torch.nn.Sequential(torch.nn.Linear(16, 16), work(gpu, FORWARD_S[rank]))
     stage = PipelineStage(module, rank, 2, torch.device("cpu"))
     # Every rank passes loss_fn: torch runs backward only on ranks whose schedule has one.
     schedule = schedule_cls(stage, n_microbatches=MICROBATCHES, loss_fn=torch.nn.MSELoss())

@@ -12,7 +12,16 @@ time–energy frontier, prints a summary, and writes into ``--out``:
   unless ``--no-plots``.
 
 Example:
-    zeus-suite plan --profile prof.csv --stages 4 --microbatches 8 --blocking-power 70 --deadline 0.8
+    zeus-suite plan --profile prof.csv --stages 4 --microbatches 8 --gpu a100 --deadline 0.8
+
+Blocking power (what an idle GPU draws, charged for every GPU-second not spent computing) is
+never silently 0 W: it is ``--blocking-power``, else the value PerseusRuntime measured (in the
+``.json`` beside the CSV), else the documented idle power of ``--gpu``; otherwise the command
+stops and says so (:mod:`.blocking_power`).
+
+``frontier.csv`` lists every frontier point with its *real* iteration time and energy (the
+point's clocks replayed through the DAG with their measured durations), next to the quantised
+time the solver worked on.
 """
 
 from __future__ import annotations
@@ -22,8 +31,12 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from zeus_core.exceptions import ZeusError
+
+if TYPE_CHECKING:
+    from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
 
 __all__ = ["add_arguments", "run"]
 
@@ -40,7 +53,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--stages", type=int, default=None, help="pipeline stages (default: the profile's)")
     parser.add_argument("--microbatches", type=int, required=True, help="microbatches per iteration")
-    parser.add_argument("--schedule", default="1f1b", help="pipeline schedule: 1f1b (default) or gpipe")
+    parser.add_argument(
+        "--schedule",
+        default="1f1b",
+        help="schedule: 1f1b (default), gpipe, interleaved-1f1b (with --chunks), zb-1f1b (split backward)",
+    )
+    parser.add_argument(
+        "--chunks", type=int, default=1, help="model chunks per stage for interleaved-1f1b (default 1)"
+    )
     parser.add_argument(
         "--deadline",
         type=float,
@@ -50,8 +70,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--blocking-power",
         type=float,
-        default=0.0,
-        help="GPU power while blocked on pipeline communication, W (default 0)",
+        default=None,
+        help="GPU power while blocked on pipeline communication, W (default: measured, from the "
+        "profile's .json beside the CSV as PerseusRuntime writes it, else the --gpu's idle power)",
+    )
+    parser.add_argument(
+        "--gpu",
+        default="",
+        help="GPU product the profile was measured on, e.g. a100 (for its documented idle power)",
     )
     parser.add_argument(
         "--unit-time", type=float, default=1e-3, help="time quantum of the planner, s (default 0.001)"
@@ -101,13 +127,14 @@ def _run(args: argparse.Namespace) -> int:
     from zeus_core.optimizer.pipeline_frequency.schedule import make_schedule
 
     profile = InstructionProfile.from_csv(args.profile, simulated=args.simulated)
+    blocking_w, blocking_source = _blocking_power(args, profile)
     stages = args.stages if args.stages is not None else len(profile.stages)
-    schedule = make_schedule(args.schedule, stages, args.microbatches)
+    schedule = make_schedule(args.schedule, stages, args.microbatches, args.chunks)
     frontier = plan_frontier(
         schedule,
         profile,
         unit_time_s=args.unit_time,
-        blocking_power_w=args.blocking_power,
+        blocking_power_w=blocking_w,
         cost_model=args.cost_model,
         rounding=args.rounding,
     )
@@ -133,7 +160,8 @@ def _run(args: argparse.Namespace) -> int:
         "stages": stages,
         "microbatches": args.microbatches,
         "simulated": profile.simulated,
-        "blocking_power_w": args.blocking_power,
+        "blocking_power_w": blocking_w,
+        "blocking_power_source": blocking_source,
         "unit_time_s": args.unit_time,
         "frontier_points": len(frontier),
         "pareto_points": int(len(frontier.pareto_indices())),
@@ -142,8 +170,8 @@ def _run(args: argparse.Namespace) -> int:
             name: {
                 "iteration_time_s": p.iteration_time_s,
                 "energy_j": p.energy_j,
-                "saving_vs_max_frequency": 1.0 - p.energy_j / base.energy_j,
-                "slowdown_vs_max_frequency": p.iteration_time_s / base.iteration_time_s - 1.0,
+                "saving_vs_max_frequency": 1.0 - p.prediction()[1] / base.prediction()[1],
+                "slowdown_vs_max_frequency": p.prediction()[0] / base.prediction()[0] - 1.0,
             }
             for name, p in plans.items()
         },
@@ -166,13 +194,21 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _blocking_power(args: argparse.Namespace, profile: "InstructionProfile") -> tuple[float, str]:
+    """``--blocking-power``, else the value measured while profiling, else ``--gpu``'s idle power."""
+    from zeus_core.optimizer.pipeline_frequency.blocking_power import resolve_blocking_power
+
+    return resolve_blocking_power(args.blocking_power, profile.blocking_power_w, args.gpu or profile.gpu_name)
+
+
 def _print_summary(summary: dict, out: Path) -> None:
     sim = " [SIMULATED profile]" if summary["simulated"] else ""
     print(
         f"Perseus plan: {summary['schedule']} {summary['stages']} stages x "
         f"{summary['microbatches']} microbatches{sim}\n"
         f"frontier: {summary['frontier_points']} points ({summary['pareto_points']} Pareto-optimal), "
-        f"solved in {summary['solve_time_s']:.2f} s; blocking power {summary['blocking_power_w']:g} W, "
+        f"solved in {summary['solve_time_s']:.2f} s; blocking power {summary['blocking_power_w']:g} W "
+        f"({summary['blocking_power_source']}), "
         f"unit {summary['unit_time_s'] * 1e3:g} ms"
     )
     print(f"{'plan':<15} {'time (s)':>10} {'energy (J)':>12} {'saving':>8} {'slowdown':>9}")

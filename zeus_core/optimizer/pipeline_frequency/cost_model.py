@@ -277,7 +277,7 @@ class ExponentialCostModel(CostModel):
             self._fallback = ConvexHullCostModel(options)
             return
         try:
-            from scipy.optimize import curve_fit
+            from scipy.optimize import curve_fit  # type: ignore[import-untyped]
         except ModuleNotFoundError as exc:  # pragma: no cover - scipy is installed with the extra
             raise ModuleNotFoundError(
                 "ExponentialCostModel needs scipy: pip install 'zeus-suite[pipeline]'"

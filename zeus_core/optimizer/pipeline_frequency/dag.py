@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-import networkx as nx
+import networkx as nx  # type: ignore[import-untyped]
 import numpy as np
 
 from zeus_core.exceptions import ZeusConfigError
@@ -107,10 +107,11 @@ class PipelineDAG:
 
         Args:
             durations: Duration of each instruction, indexed like :attr:`instructions` (any unit;
-                integer arrays stay integer). Durations must not be negative.
+                integer arrays stay integer). Durations must not be negative. A 2-D array
+                ``(instructions, plans)`` evaluates many plans at once (one column each).
         """
         d = np.asarray(durations)
-        ef = np.zeros(len(d) + 1, dtype=d.dtype)  # ef[n] = 0 is the padding sentinel
+        ef = np.zeros((len(d) + 1, *d.shape[1:]), dtype=d.dtype)  # ef[n] = 0 is the padding sentinel
         a, b = self._levels[0]
         ef[a:b] = d[a:b]
         for a, b, cols in self._fwd:
@@ -137,6 +138,16 @@ class PipelineDAG:
     def longest_path(self, durations: Sequence[float] | np.ndarray) -> float:
         """Iteration time (the DAG's longest path) for the given durations."""
         return self.earliest_finish(durations).max().item()
+
+    def longest_paths(self, durations: np.ndarray) -> np.ndarray:
+        """Iteration time of many plans at once: ``durations`` is ``(plans, instructions)``."""
+        d = np.asarray(durations)
+        if d.ndim != 2 or d.shape[1] != self.num_nodes:
+            raise ZeusConfigError(
+                f"PipelineDAG.longest_paths: expected durations of shape (plans, {self.num_nodes}), "
+                f"got {d.shape}."
+            )
+        return self.earliest_finish(np.ascontiguousarray(d.T)).max(axis=0)
 
     def start_times(self, durations: Sequence[float] | np.ndarray) -> np.ndarray:
         """Earliest start time of every instruction (as-soon-as-possible schedule)."""

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from zeus_core.exceptions import ZeusConfigError
+from zeus_core.optimizer.pipeline_frequency.blocking_power import resolve_blocking_power
 from zeus_core.optimizer.pipeline_frequency.cost_model import (
     COST_MODELS,
     CostModel,
@@ -50,6 +51,7 @@ from zeus_core.optimizer.pipeline_frequency.cost_model import (
 from zeus_core.optimizer.pipeline_frequency.dag import PipelineDAG
 from zeus_core.optimizer.pipeline_frequency.mincut import FlowBackend
 from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
+from zeus_core.optimizer.pipeline_frequency.point_plan import replay_options
 from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
 from zeus_core.optimizer.pipeline_frequency.refine import lp_plan, reclaim_slack, repair_to_time
 from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind, PipelineSchedule
@@ -64,6 +66,7 @@ __all__ = ["Replay", "Frontier", "plan_frontier"]
 logger = logging.getLogger(__name__)
 
 _TIME_RTOL = 1e-9
+_REPLAY_BATCH = 1 << 21  # instruction durations replayed per vectorised batch (memory bound)
 
 
 @dataclass(frozen=True)
@@ -119,19 +122,19 @@ class Frontier:
         self._plan_cache: dict[tuple[float, str], FrequencyPlan] = {}
         self._points_per_step = np.array([s.length for s in solver.steps], dtype=np.int64)
         self._step_first = np.concatenate([[1], 1 + np.cumsum(self._points_per_step)])
-        # Effective energy of the option used at each duration, per type, flattened:
-        # _eff_flat[_eff_off[t] + q - min_q[t]].
-        tables = [
-            np.array(
-                [
-                    options[k].option_for_duration(q).effective_energy_j
-                    for q in range(options[k].min_quant_time, options[k].max_quant_time + 1)
-                ]
-            )
+        # Per type, the option used at each duration, flattened: _flat[field][_eff_off[t] + q - min_q[t]].
+        ladders = [
+            [
+                options[k].option_for_duration(q)
+                for q in range(options[k].min_quant_time, options[k].max_quant_time + 1)
+            ]
             for k in keys
         ]
-        self._eff_off = np.concatenate([[0], np.cumsum([len(t) for t in tables])[:-1]]).astype(np.int64)
-        self._eff_flat = np.concatenate(tables)
+        self._eff_off = np.concatenate([[0], np.cumsum([len(t) for t in ladders])[:-1]]).astype(np.int64)
+        self._eff_flat = np.array([o.effective_energy_j for t in ladders for o in t])
+        self._time_flat = np.array([o.time_s for t in ladders for o in t])
+        self._energy_flat = np.array([o.energy_j for t in ladders for o in t])
+        self._real: tuple[np.ndarray, np.ndarray] | None = None
         self._build_point_arrays()
 
     def _build_point_arrays(self) -> None:
@@ -168,6 +171,47 @@ class Frontier:
     def __len__(self) -> int:
         return len(self.quant_times)
 
+    # ----------------------------------------------------------------- real time and energy
+    def _replay_durations(self, durations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Real iteration times (s) and energies (J) of plans given as quantised durations ``(plans, n)``."""
+        flat = (self._eff_off[self._types] - self._table.min_q[self._types])[None, :] + durations
+        times = self._time_flat[flat]
+        t = self.dag.longest_paths(times)
+        idle = self.schedule.num_stages * t - times.sum(axis=1)
+        return t, self._energy_flat[flat].sum(axis=1) + self.blocking_power_w * idle
+
+    def replay_points(self, indices: np.ndarray | list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Real iteration time (s) and energy (J) of frontier points ``indices``.
+
+        Each point's clocks are replayed through the DAG with their measured durations, which
+        are up to one quantum longer than the quantised ones the solver worked on (see
+        :attr:`times_s`), so these are the figures a run at that point would show.
+        """
+        idx = np.asarray(indices, dtype=np.int64)
+        if self._real is not None:
+            return self._real[0][idx], self._real[1][idx]
+        times, energies = np.empty(len(idx)), np.empty(len(idx))
+        batch = max(1, _REPLAY_BATCH // max(1, self.dag.num_nodes))
+        for a in range(0, len(idx), batch):
+            block = np.stack([self.durations(int(i)) for i in idx[a : a + batch]])
+            times[a : a + batch], energies[a : a + batch] = self._replay_durations(block)
+        return times, energies
+
+    @property
+    def real_times_s(self) -> np.ndarray:
+        """Real iteration time of every point, s (see :meth:`replay_points`)."""
+        return self._all_real()[0]
+
+    @property
+    def real_energy_j(self) -> np.ndarray:
+        """Real energy of every point (all GPUs, blocking power included), J."""
+        return self._all_real()[1]
+
+    def _all_real(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._real is None:
+            self._real = self.replay_points(np.arange(len(self)))
+        return self._real
+
     # ----------------------------------------------------------------- points and plans
     def durations(self, index: int) -> np.ndarray:
         """Planned duration of every instruction at point ``index``, quanta (``dag.instructions`` order)."""
@@ -187,11 +231,8 @@ class Frontier:
 
     def replay(self, chosen: list[ExecutionOption]) -> Replay:
         """Real iteration time and energy of per-instruction options (``dag.instructions`` order)."""
-        times = np.array([o.time_s for o in chosen])
-        energy = float(sum(o.energy_j for o in chosen))
-        t = float(self.dag.longest_path(times))
-        idle = self.schedule.num_stages * t - float(times.sum())
-        return Replay(t, energy + self.blocking_power_w * idle, energy)
+        t, total = replay_options(self.dag, chosen, self.blocking_power_w)
+        return Replay(t, total, float(sum(o.energy_j for o in chosen)))
 
     def replay_plan(self, plan: FrequencyPlan) -> Replay:
         """Real iteration time and energy of any plan (e.g. one from another planner).
@@ -261,7 +302,7 @@ class Frontier:
 
     def zero_slowdown_plan(self) -> FrequencyPlan:
         """Least energy with no slowdown versus :meth:`max_frequency_plan` (Perseus's default plan)."""
-        return self._plan_within(self.max_frequency_plan().iteration_time_s, "zero-slowdown")
+        return self._plan_within(self.max_frequency_plan().prediction()[0], "zero-slowdown")
 
     def plan_for_time(self, time_s: float, label: str = "deadline") -> FrequencyPlan:
         """The least-energy plan for an iteration allowed to take ``time_s`` (s).
@@ -272,7 +313,7 @@ class Frontier:
         Raises:
             ZeusConfigError: ``time_s`` is shorter than the all-maximum-clock iteration.
         """
-        fastest = self.max_frequency_plan().iteration_time_s
+        fastest = self.max_frequency_plan().prediction()[0]
         if time_s < fastest * (1 - _TIME_RTOL):
             raise ZeusConfigError(
                 f"plan_for_time({time_s:.6g} s): the pipeline needs at least {fastest:.6g} s per iteration "
@@ -281,27 +322,46 @@ class Frontier:
         return self._plan_within(float(time_s), label, requested_time_s=float(time_s))
 
     def least_energy_plan(self) -> FrequencyPlan:
-        """The frontier point with the least total energy, at whatever iteration time it takes.
+        """The frontier point with the least real total energy, at whatever iteration time it takes.
 
         Instructions are then slowed into any slack left at the point's real iteration time
         (:func:`~.refine.reclaim_slack`), which only lowers the energy.
         """
-        index = int(np.argmin(self.energy_j))
+        index = int(np.argmin(self.real_energy_j))
         chosen = self._chosen(self.durations(index))
-        ladders = [self.options[(i.stage, i.kind)].all_pareto for i in self.dag.instructions]
-        chosen = reclaim_slack(self.dag, ladders, chosen, self.replay(chosen).iteration_time_s)
+        chosen = reclaim_slack(self.dag, self._ladders(), chosen, self.replay(chosen).iteration_time_s)
         return self._plan(
             chosen, "least-energy", frontier_index=index, quant_time=int(self.quant_times[index])
         )
 
+    def _ladders(self) -> list[list[ExecutionOption]]:
+        return [self.options[(i.stage, i.kind)].all_pareto for i in self.dag.instructions]
+
+    def _best_point_within(self, limit_s: float) -> int | None:
+        """The frontier point with the least real energy among those whose real time is <= ``limit_s``."""
+        if TimeRounding(self.settings["rounding"]) is TimeRounding.FLOOR:
+            # Floored durations never exceed real ones, so longer quantised times cannot fit.
+            indices = np.flatnonzero(self.quant_times * self.unit_time_s <= limit_s)
+        else:
+            indices = np.arange(len(self))
+        if not len(indices):
+            return None
+        times, energies = self.replay_points(indices)
+        fits = times <= limit_s
+        if not fits.any():
+            return None
+        return int(indices[fits][np.argmin(energies[fits])])
+
     def _plan_within(self, time_s: float, label: str, **meta: Any) -> FrequencyPlan:
         """Least-energy plan whose real iteration time is at most ``time_s`` (cached per time).
 
-        Two candidates, the cheaper wins, both finished by :func:`~.refine.reclaim_slack`:
+        Candidates, the one with the least replayed energy wins:
 
-        * from the frontier: walking from the longest quantised time that fits towards shorter
-          ones, the first point whose replayed real time fits as is (without scipy, if none
-          does, the shortest point repaired to ``time_s`` by :func:`~.refine.repair_to_time`);
+        * the frontier point with the least real energy among those whose real time fits,
+          finished by :func:`~.refine.reclaim_slack` both at its own time and at ``time_s``
+          (so the result is never worse than any frontier point that meets ``time_s``); if
+          none fits and scipy is missing, the shortest point repaired to ``time_s`` by
+          :func:`~.refine.repair_to_time`;
         * with scipy installed, :func:`~.refine.lp_plan`: the real-time LP at ``time_s``
           (repaired in the rare case the LP's tolerance leaves it a hair too long).
         """
@@ -309,30 +369,25 @@ class Frontier:
         if key in self._plan_cache:
             return copy.deepcopy(self._plan_cache[key])
         limit = time_s * (1 + _TIME_RTOL)
-        ladders = [self.options[(i.stage, i.kind)].all_pareto for i in self.dag.instructions]
+        ladders = self._ladders()
         use_lp = bool(self.settings.get("refine_lp", True)) and importlib.util.find_spec("scipy") is not None
         candidates = []
-        index, chosen = len(self) - 1, None
-        for i in np.flatnonzero(self.quant_times * self.unit_time_s <= limit).tolist():
-            option_list = self._chosen(self.durations(i))
-            if self.replay(option_list).iteration_time_s <= limit:
-                index, chosen = i, option_list
-                break
-        changes = 0
-        if chosen is None and not use_lp:
+        best = self._best_point_within(limit)
+        index = len(self) - 1 if best is None else best
+        chosen, changes = None, 0
+        if best is not None:
+            chosen = self._chosen(self.durations(best))
+        elif not use_lp:
             chosen, changes = self._repair(self._chosen(self.durations(index)), time_s)
         if chosen is not None:
-            candidates.append(
-                (
-                    reclaim_slack(self.dag, ladders, chosen, time_s),
-                    "frontier",
-                    {
-                        "frontier_index": int(index),
-                        "quant_time": int(self.quant_times[index]),
-                        "repaired_instructions": changes,
-                    },
-                )
-            )
+            info = {
+                "frontier_index": int(index),
+                "quant_time": int(self.quant_times[index]),
+                "repaired_instructions": changes,
+            }
+            own_time = self.replay(chosen).iteration_time_s
+            for target in {own_time, time_s}:
+                candidates.append((reclaim_slack(self.dag, ladders, chosen, target), "frontier", info))
         if use_lp:
             lp_chosen, lp_changes = self._repair(lp_plan(self.dag, ladders, time_s), time_s)
             candidates.append(
@@ -342,26 +397,27 @@ class Frontier:
                     {"repaired_instructions": lp_changes},
                 )
             )
-        plans = []
-        for chosen, method, info in candidates:
-            plans.append(self._plan(chosen, label, method=method, **info, **meta))
-        best = min(plans, key=lambda p: float(p.energy_j or 0.0))
-        self._plan_cache[key] = best
-        return copy.deepcopy(best)
+        plans = [self._plan(c, label, method=method, **info, **meta) for c, method, info in candidates]
+        best_plan = min(plans, key=lambda p: float(p.energy_j or 0.0))
+        self._plan_cache[key] = best_plan
+        return copy.deepcopy(best_plan)
 
     def pareto_indices(self) -> np.ndarray:
-        """Points not dominated in (time, energy): from the shortest time up to the least energy."""
-        best = np.inf
+        """Points not dominated in real (time, energy): from the shortest time up to the least energy.
+
+        Returned in frontier order (longest quantised time first).
+        """
+        times, energies = self._all_real()
         keep = []
-        for i in range(len(self) - 1, -1, -1):  # shortest time first
-            if self.energy_j[i] < best:
+        best = np.inf
+        for i in np.lexsort((energies, times)).tolist():  # shortest real time first
+            if energies[i] < best:
                 keep.append(i)
-                best = self.energy_j[i]
-        return np.array(keep[::-1], dtype=np.int64)
+                best = energies[i]
+        return np.array(sorted(keep), dtype=np.int64)
 
     def _repair(self, chosen: list[ExecutionOption], deadline_s: float) -> tuple[list[ExecutionOption], int]:
-        ladders = [self.options[(i.stage, i.kind)].all_pareto for i in self.dag.instructions]
-        return repair_to_time(self.dag, ladders, chosen, deadline_s, self.settings.get("backend"))
+        return repair_to_time(self.dag, self._ladders(), chosen, deadline_s, self.settings.get("backend"))
 
     # ----------------------------------------------------------------- reporting
     def summary(self) -> dict[str, Any]:
@@ -376,7 +432,7 @@ class Frontier:
             "max_frequency_energy_j": base.energy_j,
             "zero_slowdown_time_s": fast.iteration_time_s,
             "zero_slowdown_energy_j": fast.energy_j,
-            "zero_slowdown_saving": 1.0 - fast.energy_j / base.energy_j,
+            "zero_slowdown_saving": 1.0 - fast.prediction()[1] / base.prediction()[1],
             "least_energy_time_s": least.iteration_time_s,
             "least_energy_energy_j": least.energy_j,
             "solve_time_s": self.solver.solve_time_s,
@@ -386,31 +442,47 @@ class Frontier:
         }
 
     def to_csv(self, path: str | Path) -> None:
-        """Write one row per frontier point: index, time (s), energies (J), quanta."""
+        """Write one row per frontier point.
+
+        Columns: ``index``; ``time_s`` and ``energy_j``, the point's *real* iteration time (s)
+        and energy of all GPUs (J), replayed with measured durations; ``quantised_time_s`` and
+        ``quantised_energy_j``, the solver's view (durations rounded to ``unit_time_s``);
+        ``effective_energy_j`` and ``model_energy_j`` (what the solver minimised, J);
+        ``quant_time`` (quanta); ``pareto`` (1: not dominated in real time and energy).
+        """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         pareto = set(self.pareto_indices().tolist())
+        real_t, real_e = self._all_real()
+        header = [
+            "index",
+            "time_s",
+            "energy_j",
+            "quantised_time_s",
+            "quantised_energy_j",
+            "effective_energy_j",
+            "model_energy_j",
+            "quant_time",
+            "pareto",
+        ]
         with path.open("w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(
-                [
-                    "index",
-                    "time_s",
-                    "energy_j",
-                    "effective_energy_j",
-                    "model_energy_j",
-                    "quant_time",
-                    "pareto",
-                ]
-            )
+            w.writerow(header)
             for i in range(len(self)):
                 w.writerow(
                     [
                         i,
-                        repr(float(self.times_s[i])),
-                        repr(float(self.energy_j[i])),
-                        repr(float(self.effective_energy_j[i])),
-                        repr(float(self.model_energy_j[i])),
+                        *(
+                            repr(float(a[i]))
+                            for a in (
+                                real_t,
+                                real_e,
+                                self.times_s,
+                                self.energy_j,
+                                self.effective_energy_j,
+                                self.model_energy_j,
+                            )
+                        ),
                         int(self.quant_times[i]),
                         int(i in pareto),
                     ]
@@ -422,7 +494,7 @@ def plan_frontier(
     profile: InstructionProfile,
     *,
     unit_time_s: float = 1e-3,
-    blocking_power_w: float = 0.0,
+    blocking_power_w: float | None = None,
     cost_model: str = "hull",
     rounding: TimeRounding | str = TimeRounding.FLOOR,
     backend: FlowBackend | None = None,
@@ -436,7 +508,9 @@ def plan_frontier(
         profile: Time and energy per (stage, instruction type) and clock.
         unit_time_s: Time quantum, s. Smaller is more precise; planning time grows with the
             number of distinct slopes, not with ``1 / unit_time_s`` alone.
-        blocking_power_w: GPU power while blocked on communication, W.
+        blocking_power_w: GPU power while blocked on communication, W; ``None``: the
+            profile's measured value, else its GPU's documented idle power
+            (:func:`~.blocking_power.resolve_blocking_power`; an error if neither is known).
         cost_model: ``"hull"`` (convex hull, exact at the options) or ``"exponential"``.
         rounding: ``"floor"`` (as lowtime; default) or ``"ceil"`` (a frontier point's real time
             never exceeds its quantised time). Plans for a target time are checked in real time
@@ -447,11 +521,14 @@ def plan_frontier(
         check_invariants: Verify the optimality certificate at every step (tests).
 
     Raises:
-        ZeusConfigError: A bad setting.
+        ZeusConfigError: A bad setting, or the blocking power is unknown.
         ZeusProfileError: The profile does not cover the schedule.
     """
-    if blocking_power_w < 0:
+    if blocking_power_w is not None and blocking_power_w < 0:
         raise ZeusConfigError(f"plan_frontier: blocking_power_w={blocking_power_w} W must be >= 0.")
+    blocking_power_w, blocking_source = resolve_blocking_power(
+        blocking_power_w, profile.blocking_power_w, profile.gpu_name
+    )
     if cost_model not in COST_MODELS:
         raise ZeusConfigError(
             f"plan_frontier: unknown cost_model {cost_model!r}; use one of {sorted(COST_MODELS)}."
@@ -482,6 +559,7 @@ def plan_frontier(
     settings = {
         "unit_time_s": unit_time_s,
         "blocking_power_w": blocking_power_w,
+        "blocking_power_source": blocking_source,
         "cost_model": cost_model,
         "rounding": TimeRounding(rounding).value,
         "schedule": schedule.name,

@@ -77,7 +77,7 @@ class ResidualGraph:
         return np.asarray(values)[self.order]
 
     def _csr(self, sel: np.ndarray, data: np.ndarray):  # noqa: ANN202 - scipy type
-        from scipy.sparse import csr_matrix
+        from scipy.sparse import csr_matrix  # type: ignore[import-untyped]
 
         counts = np.bincount(self.tails[sel], minlength=self.num_nodes)
         indptr = np.zeros(self.num_nodes + 1, dtype=np.int32)
@@ -89,7 +89,7 @@ class ResidualGraph:
         sel = np.flatnonzero(capacities > 0)
         mask = np.zeros(self.num_nodes, dtype=bool)
         if self._use_scipy:
-            from scipy.sparse.csgraph import breadth_first_order
+            from scipy.sparse.csgraph import breadth_first_order  # type: ignore[import-untyped]
 
             graph = self._csr(sel, np.ones(len(sel)))
             mask[breadth_first_order(graph, source, directed=True, return_predecessors=False)] = True
@@ -130,7 +130,7 @@ class ResidualGraph:
         sel = np.flatnonzero(caps > 0)
         out = np.zeros(len(caps), dtype=np.int64)
         if backend == "scipy":
-            from scipy.sparse.csgraph import maximum_flow
+            from scipy.sparse.csgraph import maximum_flow  # type: ignore[import-untyped]
 
             graph = self._csr(sel, caps[sel].astype(np.int32))
             flow = maximum_flow(graph, source, sink, method="dinic").flow
@@ -150,8 +150,8 @@ class ResidualGraph:
     def _networkx_max_flow(
         self, caps: np.ndarray, sel: np.ndarray, source: int, sink: int, out: np.ndarray
     ) -> np.ndarray:
-        import networkx as nx
-        from networkx.algorithms.flow import preflow_push
+        import networkx as nx  # type: ignore[import-untyped]
+        from networkx.algorithms.flow import preflow_push  # type: ignore[import-untyped]
 
         graph = nx.DiGraph()
         graph.add_nodes_from((source, sink))

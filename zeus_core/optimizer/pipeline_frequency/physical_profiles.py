@@ -30,7 +30,7 @@ import numpy as np
 from zeus_core.device.simulated import PhysicalModel
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile, ProfileMeasurement
-from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind
+from zeus_core.optimizer.pipeline_frequency.schedule import SPLIT_BACKWARD, InstructionKind
 
 __all__ = ["PhysicalGpuSpec", "PHYSICAL_GPUS", "stage_weights", "physical_instruction_profile"]
 
@@ -120,7 +120,9 @@ def physical_instruction_profile(
     noise: float = 0.0,
     weights: np.ndarray | None = None,
 ) -> InstructionProfile:
-    """An :class:`InstructionProfile` for every stage's forward and backward, from the DVFS model.
+    """An :class:`InstructionProfile` for every stage and instruction kind, from the DVFS model.
+
+    Covers forward, backward, and the two halves of a split backward (zero-bubble schedules).
 
     Args:
         gpu: ``"a100"``, ``"a40"`` or a :class:`PhysicalGpuSpec`.
@@ -159,11 +161,14 @@ def physical_instruction_profile(
         if f >= spec.sweep_min_mhz and (m.f_max_mhz - f) % spec.sweep_step_mhz == 0
     ]
     data: dict[tuple[int, InstructionKind], list[ProfileMeasurement]] = {}
+    # A split backward (zero bubble): the input and the weight gradient each take half of it.
+    share = {InstructionKind.FORWARD: 1.0, InstructionKind.BACKWARD: backward_ratio}
+    share.update({k: backward_ratio / 2 for k in SPLIT_BACKWARD[1:]})
     for stage in range(num_stages):
         for kind in InstructionKind:
             forward = kind is InstructionKind.FORWARD
             mem_frac = spec.forward_memory_fraction if forward else spec.backward_memory_fraction
-            total = spec.forward_time_s * w[stage] * (1.0 if forward else backward_ratio)
+            total = spec.forward_time_s * w[stage] * share[kind]
             t_mem, t_comp = total * mem_frac, total * (1.0 - mem_frac)
             activity = spec.forward_activity if forward else spec.backward_activity
             rows = []
@@ -177,4 +182,9 @@ def physical_instruction_profile(
                     e *= 1.0 + noise * rng.standard_normal()
                 rows.append(ProfileMeasurement(int(f), float(t), float(e)))
             data[(stage, kind)] = rows
-    return InstructionProfile(data, gpu_name=f"{m.gpu_name} (physical model)", simulated=True)
+    return InstructionProfile(
+        data,
+        gpu_name=f"{m.gpu_name} (physical model)",
+        simulated=True,
+        blocking_power_w=spec.blocking_power_w,
+    )

@@ -32,7 +32,12 @@ from pathlib import Path
 from typing import Any, Collection, Mapping
 
 from zeus_core.exceptions import ZeusProfileError
-from zeus_core.optimizer.pipeline_frequency.schedule import Instruction, InstructionKind, PipelineSchedule
+from zeus_core.optimizer.pipeline_frequency.schedule import (
+    FULL_BACKWARD,
+    Instruction,
+    InstructionKind,
+    PipelineSchedule,
+)
 
 __all__ = ["PLAN_FORMAT_VERSION", "FrequencyPlan"]
 
@@ -109,12 +114,19 @@ class FrequencyPlan:
             label,
         )
 
+    @property
+    def kinds(self) -> tuple[InstructionKind, ...]:
+        """Instruction kinds the plan covers (forward/backward, or forward/input/weight for zero bubble)."""
+        present = {i.kind for i in self.frequencies}
+        kinds = tuple(k for k in InstructionKind if k in present)
+        return kinds or FULL_BACKWARD
+
     def _cells(self) -> list[Instruction]:
         return [
             Instruction(s, k, m, c)
             for s in range(self.num_stages)
             for c in range(self.num_chunks)
-            for k in InstructionKind
+            for k in self.kinds
             for m in range(self.num_microbatches)
         ]
 
@@ -148,11 +160,21 @@ class FrequencyPlan:
         Raises:
             ZeusProfileError: Naming both shapes.
         """
-        mine = (self.num_stages, self.num_microbatches, self.num_chunks)
-        theirs = (schedule.num_stages, schedule.num_microbatches, schedule.num_chunks)
+        mine = (
+            self.num_stages,
+            self.num_microbatches,
+            self.num_chunks,
+            "/".join(k.letter for k in self.kinds),
+        )
+        theirs = (
+            schedule.num_stages,
+            schedule.num_microbatches,
+            schedule.num_chunks,
+            "/".join(k.letter for k in schedule.kinds),
+        )
         if mine != theirs:
             raise ZeusProfileError(
-                f"FrequencyPlan {self.label!r} is for (stages, microbatches, chunks)={mine}, but the "
+                f"FrequencyPlan {self.label!r} is for (stages, microbatches, chunks, kinds)={mine}, but the "
                 f"schedule {schedule.name!r} has {theirs}. Plan again for this pipeline."
             )
 
@@ -180,6 +202,19 @@ class FrequencyPlan:
                 + self.to_text(mark=failing)
             )
 
+    def prediction(self) -> tuple[float, float]:
+        """Predicted iteration time (s) and energy (J).
+
+        Raises:
+            ZeusProfileError: The plan carries no prediction (e.g. a hand-made uniform plan).
+        """
+        if self.iteration_time_s is None or self.energy_j is None:
+            raise ZeusProfileError(
+                f"FrequencyPlan {self.label!r} has no predicted time and energy; replay it with "
+                "Frontier.replay_plan(plan) for one."
+            )
+        return self.iteration_time_s, self.energy_j
+
     def to_text(self, mark: Collection[Instruction] = ()) -> str:
         """A grid: one row per (stage, instruction type), one column per microbatch; ``>f<`` marks cells."""
         marked = set(mark)
@@ -187,7 +222,7 @@ class FrequencyPlan:
         lines.append("stage/type     " + " ".join(f"{m:>7}" for m in range(self.num_microbatches)))
         for s in range(self.num_stages):
             for c in range(self.num_chunks):
-                for k in InstructionKind:
+                for k in self.kinds:
                     name = f"{s}{'.' + str(c) if self.num_chunks > 1 else ''} {k.value}"
                     cells = []
                     for m in range(self.num_microbatches):
@@ -204,7 +239,7 @@ class FrequencyPlan:
         for s in range(self.num_stages):
             for c in range(self.num_chunks):
                 row: dict[str, Any] = {"stage": s, "chunk": c}
-                for k in InstructionKind:
+                for k in self.kinds:
                     row[k.value] = [
                         self.frequencies[Instruction(s, k, m, c)] for m in range(self.num_microbatches)
                     ]
@@ -245,7 +280,7 @@ class FrequencyPlan:
             freqs: dict[Instruction, int] = {}
             for row in data["frequencies_mhz"]:
                 s, c = int(row["stage"]), int(row.get("chunk", 0))
-                for k in InstructionKind:
+                for k in [k for k in InstructionKind if k.value in row] or FULL_BACKWARD:
                     values = row[k.value]
                     if len(values) != mbs:
                         raise ZeusProfileError(

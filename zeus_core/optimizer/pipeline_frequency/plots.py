@@ -73,7 +73,9 @@ def plot_frontier(
     ax = fig.add_subplot()
     ax.plot(frontier.times_s, frontier.energy_j, color="0.75", lw=1, label="frontier (quantised time)")
     p = frontier.pareto_indices()
-    ax.plot(frontier.times_s[p], frontier.energy_j[p], color="C0", lw=2, label="its Pareto-optimal part")
+    real_t, real_e = frontier.replay_points(p)
+    order = np.argsort(real_t)
+    ax.plot(real_t[order], real_e[order], color="C0", lw=2, label="Pareto-optimal points (real time)")
     for label, (t, e) in (others or {}).items():
         ax.plot(t, e, ls="--", lw=1, label=label)
     marks = [

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import logging
 import math
 from dataclasses import dataclass
@@ -62,6 +63,8 @@ class InstructionProfile:
             sorted by frequency, highest first.
         gpu_name: What the profile was measured on (or modelled after), for reports.
         simulated: ``True`` when the numbers come from a model, not a GPU (reports say so).
+        blocking_power_w: GPU power while blocked on pipeline communication, W, as measured
+            while profiling (or modelled); ``None``: not measured.
 
     Raises:
         ZeusProfileError: A time or energy is not a positive finite number, or a list is empty.
@@ -69,12 +72,19 @@ class InstructionProfile:
 
     def __init__(
         self,
-        measurements: Mapping[tuple[int, InstructionKind | str], Sequence[ProfileMeasurement]],
+        measurements: Mapping[tuple[int, InstructionKind], Sequence[ProfileMeasurement]]
+        | Mapping[tuple[int, str], Sequence[ProfileMeasurement]],
         gpu_name: str = "",
         simulated: bool = False,
+        blocking_power_w: float | None = None,
     ) -> None:
         self.gpu_name = gpu_name
         self.simulated = simulated
+        if blocking_power_w is not None and not (math.isfinite(blocking_power_w) and blocking_power_w >= 0):
+            raise ZeusProfileError(
+                f"InstructionProfile: blocking_power_w={blocking_power_w} W must be a finite value >= 0."
+            )
+        self.blocking_power_w = None if blocking_power_w is None else float(blocking_power_w)
         data: dict[tuple[int, InstructionKind], list[ProfileMeasurement]] = {}
         for (stage, kind), rows in measurements.items():
             key = (int(stage), InstructionKind.parse(kind))
@@ -106,6 +116,7 @@ class InstructionProfile:
         rows: Iterable[tuple[int, str | InstructionKind, float, float, float]],
         gpu_name: str = "",
         simulated: bool = False,
+        blocking_power_w: float | None = None,
     ) -> "InstructionProfile":
         """Build from ``(stage, instruction, frequency_mhz, time_s, energy_j)`` tuples (repeats averaged)."""
         sums: dict[tuple[int, InstructionKind, int], list[float]] = {}
@@ -120,26 +131,42 @@ class InstructionProfile:
             if n > 1:
                 logger.debug("Averaging %d measurements of stage %d %s at %d MHz", n, stage, kind.value, freq)
             grouped.setdefault((stage, kind), []).append(ProfileMeasurement(freq, t / n, e / n))
-        return cls(grouped, gpu_name=gpu_name, simulated=simulated)
+        return cls(grouped, gpu_name=gpu_name, simulated=simulated, blocking_power_w=blocking_power_w)
 
     @classmethod
     def from_csv(cls, path: str | Path, gpu_name: str = "", simulated: bool = False) -> "InstructionProfile":
         """Read a profile CSV (header ``stage,instruction,frequency,time,energy``).
 
+        A metadata file beside it with the same stem (``profile.json`` for ``profile.csv``, as
+        :class:`~.runtime.PerseusRuntime` writes) supplies the GPU name, the measured blocking
+        power and the simulated flag where present.
+
         Raises:
             ZeusProfileError: The file is missing, lacks a column, or a row does not parse; the
-                message names the file and line.
+                message names the file and line. The metadata file exists but is not JSON.
         """
         path = Path(path)
         try:
             text = path.read_text()
         except (OSError, UnicodeDecodeError) as exc:
             raise ZeusProfileError(f"Cannot read profile {path}: {exc}. Pass an existing CSV file.") from exc
-        return cls.from_csv_text(text, source=str(path), gpu_name=gpu_name, simulated=simulated)
+        meta = _sidecar(path)
+        return cls.from_csv_text(
+            text,
+            source=str(path),
+            gpu_name=gpu_name or str(meta.get("gpu_name", "")),
+            simulated=simulated or bool(meta.get("simulated", False)),
+            blocking_power_w=meta.get("blocking_power_w"),
+        )
 
     @classmethod
     def from_csv_text(
-        cls, text: str, source: str = "<text>", gpu_name: str = "", simulated: bool = False
+        cls,
+        text: str,
+        source: str = "<text>",
+        gpu_name: str = "",
+        simulated: bool = False,
+        blocking_power_w: float | None = None,
     ) -> "InstructionProfile":
         """Parse profile CSV text; see :meth:`from_csv`."""
         reader = csv.DictReader(io.StringIO(text, newline=""))
@@ -174,15 +201,27 @@ class InstructionProfile:
         if not rows:
             raise ZeusProfileError(f"{source}: profile CSV has no rows.")
         try:
-            return cls.from_rows(rows, gpu_name=gpu_name, simulated=simulated)
+            return cls.from_rows(
+                rows, gpu_name=gpu_name, simulated=simulated, blocking_power_w=blocking_power_w
+            )
         except ZeusProfileError as exc:
             raise ZeusProfileError(f"{source}: {exc}") from exc
 
     def to_csv(self, path: str | Path) -> None:
-        """Write the profile CSV (parent folders are created)."""
+        """Write the profile CSV (parent folders are created) and its metadata JSON beside it.
+
+        The metadata (same stem, ``.json``) keeps the GPU name, the simulated flag and the
+        blocking power, which :meth:`from_csv` reads back.
+        """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(self.to_csv_text())
+        meta = {
+            "gpu_name": self.gpu_name,
+            "simulated": self.simulated,
+            "blocking_power_w": self.blocking_power_w,
+        }
+        path.with_suffix(".json").write_text(json.dumps(meta, indent=1))
 
     def to_csv_text(self) -> str:
         """The profile as CSV text, sorted by stage, instruction, then frequency (highest first)."""
@@ -240,3 +279,19 @@ class InstructionProfile:
         n = sum(len(v) for v in self._data.values())
         sim = ", simulated" if self.simulated else ""
         return f"InstructionProfile({len(self._data)} instruction types, {n} measurements{sim})"
+
+
+def _sidecar(csv_path: Path) -> dict:
+    """The metadata JSON beside a profile CSV (same stem), or ``{}`` when there is none."""
+    meta_path = csv_path.with_suffix(".json")
+    if not meta_path.exists():
+        return {}
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ZeusProfileError(
+            f"{meta_path} (metadata of {csv_path.name}) cannot be read: {exc}. Fix or delete it."
+        ) from exc
+    if not isinstance(meta, dict):
+        raise ZeusProfileError(f"{meta_path}: expected a JSON object of profile metadata.")
+    return meta

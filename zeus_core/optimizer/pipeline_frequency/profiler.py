@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
 from zeus_core.monitor.energy import ZeusMonitor
@@ -54,19 +54,30 @@ _ITERATION_WINDOW = profiler_window_name("iteration")
 
 @dataclass(frozen=True)
 class FrequencySweep:
-    """Which SM clocks to profile, for how long, and when to stop early.
+    """Which SM clocks to profile, for how long, and when to stop.
 
     Perseus profiles from the highest clock downwards: below some clock an instruction takes so
-    much longer that its energy rises again, and no plan would pick a lower clock.
+    much longer that its (effective) energy rises again, and no plan would pick a lower clock.
+    The frontier needs only a few clocks between those two, so by default the sweep is
+    *adaptive* and short: it starts at the highest clock, descends geometrically
+    (``descent_ratio``) until the energy of every instruction type has risen for ``patience``
+    clocks in a row (or ``min_mhz`` is reached), then spends what is left of
+    ``max_frequencies`` bisecting the widest gaps between the measured clocks down to the one
+    just below the least-energy clock. With one iteration per clock and one discovery
+    iteration, a plan is ready within 10 iterations.
 
     Args:
-        frequencies_mhz: Explicit clocks to profile, MHz (each must be supported by the GPU).
-            ``None``: every ``step_mhz`` from the highest supported clock down to ``min_mhz``.
-        step_mhz: Spacing of the automatic sweep, MHz.
-        min_mhz: Lowest clock of the automatic sweep, MHz (``None``: the lowest supported).
+        frequencies_mhz: Explicit clocks to profile, MHz (each must be supported by the GPU);
+            all of them are profiled unless the energy rises (``patience``).
+        step_mhz: A fixed-step sweep instead: every ``step_mhz`` from the highest supported clock
+            down to ``min_mhz``, with the same early stop. ``None`` (default): adaptive.
+        min_mhz: Lowest clock to profile, MHz (``None``: the lowest supported).
+        max_frequencies: Clocks the adaptive sweep profiles at most.
+        descent_ratio: Each clock of the adaptive descent is this fraction of the one before.
         iterations_per_frequency: Training iterations measured at each clock.
-        patience: Stop after this many clocks in a row at which every instruction type of the
-            stage used more energy than at its best clock so far (``0``: profile every clock).
+        patience: Stop descending after this many clocks in a row at which every instruction
+            type of the stage used more energy than at its best clock so far (``0``: never stop
+            early; explicit and stepped sweeps then profile every clock).
         tolerance: Relative margin for "more energy" (measurement noise), e.g. ``0.01``.
 
     Raises:
@@ -75,13 +86,17 @@ class FrequencySweep:
     Example:
         >>> FrequencySweep(step_mhz=300).frequencies_for([1740, 1500, 1440, 1200, 1140, 900, 600])
         [1740, 1440, 1140, 600]
+        >>> FrequencySweep().frequencies_for([1740, 1500, 1440, 1200])  # adaptive: starts at the top
+        [1740]
     """
 
     frequencies_mhz: tuple[int, ...] | None = None
-    step_mhz: int = 60
+    step_mhz: int | None = None
     min_mhz: int | None = None
-    iterations_per_frequency: int = 2
-    patience: int = 2
+    max_frequencies: int = 8
+    descent_ratio: float = 0.8
+    iterations_per_frequency: int = 1
+    patience: int = 1
     tolerance: float = 0.01
 
     def __post_init__(self) -> None:
@@ -93,7 +108,7 @@ class FrequencySweep:
                     "clock, MHz."
                 )
             object.__setattr__(self, "frequencies_mhz", freqs)
-        if self.step_mhz <= 0:
+        if self.step_mhz is not None and self.step_mhz <= 0:
             raise ZeusConfigError(f"FrequencySweep(step_mhz={self.step_mhz}): the step must be > 0 MHz.")
         if self.iterations_per_frequency < 1:
             raise ZeusConfigError(
@@ -105,19 +120,28 @@ class FrequencySweep:
                 f"FrequencySweep(patience={self.patience}, tolerance={self.tolerance}): need patience >= 0 "
                 "and 0 <= tolerance < 1."
             )
+        if self.max_frequencies < 2 or not 0 < self.descent_ratio < 1:
+            raise ZeusConfigError(
+                f"FrequencySweep(max_frequencies={self.max_frequencies}, "
+                f"descent_ratio={self.descent_ratio}): "
+                "need at least 2 clocks and 0 < descent_ratio < 1."
+            )
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether the clocks are chosen while profiling (no explicit list, no fixed step)."""
+        return self.frequencies_mhz is None and self.step_mhz is None
 
     def frequencies_for(self, supported_mhz: Sequence[int]) -> list[int]:
         """The clocks to profile on a GPU with these supported clocks, MHz, highest first.
 
+        For an adaptive sweep, only the first clock (the highest); :meth:`next_frequency`
+        picks the others from the measurements.
+
         Raises:
             ZeusConfigError: The GPU reports no clocks, or an explicit clock is not supported.
         """
-        supported = sorted({int(f) for f in supported_mhz}, reverse=True)
-        if not supported:
-            raise ZeusConfigError(
-                "FrequencySweep: the GPU reports no supported SM clocks, so clocks cannot be locked "
-                "or profiled."
-            )
+        supported = _sorted_clocks(supported_mhz)
         if self.frequencies_mhz is not None:
             bad = [f for f in self.frequencies_mhz if f not in supported]
             if bad:
@@ -127,7 +151,9 @@ class FrequencySweep:
                     f"e.g. {supported[:6]})."
                 )
             return sorted(set(self.frequencies_mhz), reverse=True)
-        floor = supported[-1] if self.min_mhz is None else max(self.min_mhz, supported[-1])
+        if self.step_mhz is None:
+            return supported[:1]
+        floor = self._floor(supported)
         chosen: list[int] = []
         target = supported[0]
         while target >= floor:
@@ -140,6 +166,79 @@ class FrequencySweep:
         if chosen[-1] != floor and floor in supported and chosen[-1] - floor >= self.step_mhz / 2:
             chosen.append(floor)
         return chosen
+
+    def _floor(self, supported: list[int]) -> int:
+        return supported[-1] if self.min_mhz is None else max(self.min_mhz, supported[-1])
+
+    def next_frequency(
+        self, supported_mhz: Sequence[int], measured: Mapping[int, Mapping[str, float]]
+    ) -> int | None:
+        """The adaptive sweep's next clock, MHz, or ``None`` when profiling is done.
+
+        Args:
+            supported_mhz: The GPU's supported clocks, MHz.
+            measured: Per clock profiled so far, in the order profiled: per instruction type,
+                its mean (effective) energy, J.
+        """
+        clocks = list(measured)
+        supported = _sorted_clocks(supported_mhz)
+        if not clocks:
+            return supported[0]
+        if len(clocks) >= self.max_frequencies:
+            return None
+        floor = self._floor(supported)
+        descending = all(a > b for a, b in zip(clocks, clocks[1:]))
+        if descending and not _energy_rose(measured, self.patience, self.tolerance):
+            below = [f for f in supported if floor <= f <= clocks[-1] * self.descent_ratio]
+            if below:
+                return below[0]
+            if clocks[-1] > floor:
+                return floor
+        return _bisect_widest_gap(supported, measured)
+
+
+def _sorted_clocks(supported_mhz: Sequence[int]) -> list[int]:
+    supported = sorted({int(f) for f in supported_mhz}, reverse=True)
+    if not supported:
+        raise ZeusConfigError(
+            "FrequencySweep: the GPU reports no supported SM clocks, so clocks cannot be locked or profiled."
+        )
+    return supported
+
+
+def _energy_rose(measured: Mapping[int, Mapping[str, float]], patience: int, tolerance: float) -> bool:
+    """Whether, for every instruction type, each of the last ``patience`` clocks beat none of the earlier."""
+    clocks = list(measured)
+    if patience <= 0 or len(clocks) <= patience:
+        return False
+    kinds = {k for per in measured.values() for k in per}
+    for kind in kinds:
+        earlier = [measured[f][kind] for f in clocks[:-patience] if kind in measured[f]]
+        recent = [measured[f][kind] for f in clocks[-patience:] if kind in measured[f]]
+        if not earlier or not recent or any(e <= min(earlier) * (1 + tolerance) for e in recent):
+            return False
+    return bool(kinds)
+
+
+def _bisect_widest_gap(supported: list[int], measured: Mapping[int, Mapping[str, float]]) -> int | None:
+    """A supported clock in the middle of the widest gap between profiled clocks that matter.
+
+    Clocks that matter: from the highest down to the first profiled clock below the lowest
+    least-energy clock of any instruction type (so the energy minimum is bracketed).
+    """
+    ordered = sorted(measured, reverse=True)
+    kinds = {k for per in measured.values() for k in per}
+    best = [min((f for f in ordered if k in measured[f]), key=lambda f: measured[f][k]) for k in kinds]
+    lowest_best = min(best) if best else ordered[-1]
+    below = [f for f in ordered if f < lowest_best]
+    region = [f for f in ordered if f >= lowest_best] + below[:1]
+    gaps = sorted(zip(region, region[1:]), key=lambda g: g[0] - g[1], reverse=True)
+    for hi, lo in gaps:
+        inside = [f for f in supported if lo < f < hi]
+        if inside:
+            mid = (hi + lo) / 2
+            return min(inside, key=lambda f: abs(f - mid))
+    return None
 
 
 @dataclass(frozen=True)
@@ -312,17 +411,22 @@ class InstructionProfiler:
         "Rose" means more than ``tolerance`` (relative) above the type's best earlier clock.
         Returns ``False`` when ``patience`` is 0 or fewer than ``patience + 1`` clocks are measured.
         """
-        freqs = self.frequencies()
-        if patience <= 0 or len(freqs) <= patience:
-            return False
-        kinds = list(dict.fromkeys(m.kind for m in self.measurements))
-        for kind in kinds:
-            energies = [self.mean_energy(kind, f) for f in freqs]
-            best_before = min(e for e in energies[: len(freqs) - patience] if e is not None)
-            recent = [e for e in energies[len(freqs) - patience :] if e is not None]
-            if not recent or any(e <= best_before * (1 + tolerance) for e in recent):
-                return False
-        return bool(kinds)
+        return _energy_rose(self.effective_energies(0.0), patience, tolerance)
+
+    def effective_energies(self, blocking_power_w: float | None = None) -> dict[int, dict[str, float]]:
+        """Per clock (in the order profiled), per instruction type: mean energy − blocking power × time, J.
+
+        Args:
+            blocking_power_w: W; ``None``: :meth:`blocking_power_w` as measured so far (0 if unknown).
+        """
+        watts = self.blocking_power_w() if blocking_power_w is None else blocking_power_w
+        watts = watts or 0.0
+        sums: dict[int, dict[str, list[float]]] = {}
+        for m in self.measurements:
+            acc = sums.setdefault(m.frequency_mhz, {}).setdefault(m.kind.value, [0.0, 0.0])
+            acc[0] += m.energy_j - watts * m.time_s
+            acc[1] += 1
+        return {f: {k: e / n for k, (e, n) in per.items()} for f, per in sums.items()}
 
     def blocking_power_w(self, frequency_mhz: int | None = None) -> float | None:
         """Average GPU power outside instructions (blocked on communication), W.

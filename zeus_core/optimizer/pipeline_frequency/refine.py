@@ -85,8 +85,8 @@ def lp_plan(
         ZeusConfigError: ``time_s`` is below the all-fastest iteration time.
     """
     try:
-        from scipy.optimize import linprog
-        from scipy.sparse import csr_array
+        from scipy.optimize import linprog  # type: ignore[import-untyped]
+        from scipy.sparse import csr_array  # type: ignore[import-untyped]
     except ModuleNotFoundError as exc:
         raise ModuleNotFoundError("lp_plan needs scipy: pip install 'zeus-suite[pipeline]'") from exc
     n = dag.num_nodes

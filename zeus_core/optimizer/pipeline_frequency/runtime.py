@@ -50,17 +50,26 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
+import sys
 from pathlib import Path
 from typing import Any, Deque
 
-from zeus_core import distributed
+from zeus_core import console, distributed
 from zeus_core.callback import TrainingCallback
 from zeus_core.device.base import GPU
-from zeus_core.exceptions import ZeusConfigError, ZeusError, ZeusProfileError
+from zeus_core.exceptions import ZeusConfigError, ZeusDeviceNotFoundError, ZeusError, ZeusProfileError
 from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.optimizer.pipeline_frequency import _runtime_plans as plans
 from zeus_core.optimizer.pipeline_frequency.controller import ControlMode, FrequencyController
+from zeus_core.optimizer.pipeline_frequency.decisions import (
+    Decision,
+    decide_after_discovery,
+    decide_after_profiling,
+    describe_plan,
+)
+from zeus_core.optimizer.pipeline_frequency.observed_pipeline import RankInfo, RankProfile, schedule_of
 from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
+from zeus_core.optimizer.pipeline_frequency.plan_settings import PlanSettings, PlanTarget
 from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
 from zeus_core.optimizer.pipeline_frequency.profiler import (
     FrequencySweep,
@@ -89,15 +98,13 @@ __all__ = [
     "InstructionRecord",
     "IterationRecord",
     "PerseusRuntime",
+    "resolve_gpu",
 ]
 
 logger = logging.getLogger(__name__)
 
 _STATE_VERSION = 1
 _ITERATION_WINDOW = profiler_window_name("runtime_iteration")
-
-PlanTarget = plans.PlanTarget
-PlanSettings = plans.PlanSettings
 
 
 class PerseusRuntime(TrainingCallback):
@@ -165,7 +172,7 @@ class PerseusRuntime(TrainingCallback):
         self.sweep = sweep or FrequencySweep()
         self.planning = planning or PlanSettings()
         self._gpu_arg = gpu
-        self._given_plan = FrequencyPlan.load(plan) if isinstance(plan, (str, Path)) else plan
+        self._given_plan = _load_given_plan(plan) if isinstance(plan, (str, Path)) else plan
         self.save_dir = Path(save_dir) if save_dir is not None else None
         self.warmup_iterations = warmup_iterations
         self.iterations: Deque[IterationRecord] = collections.deque(maxlen=history)
@@ -179,18 +186,25 @@ class PerseusRuntime(TrainingCallback):
         self._controller: FrequencyController | None = None
         self._profiler: InstructionProfiler | None = None
         self._sweep_mhz: list[int] = []
-        self._program: list[tuple[InstructionKind, int, int]] = []
-        self._lookup: dict[tuple[InstructionKind, int], int] = {}
+        # Per instruction of this stage's plan, in program order: (kind, microbatch, virtual stage, MHz).
+        self._program: list[tuple[InstructionKind, int, int, int]] = []
+        self._lookup: dict[tuple[InstructionKind, int, int], int] = {}
         self._in_iteration = False
         self._iteration = 0
         self._records: list[InstructionRecord] = []
-        self._counts: dict[InstructionKind, int] = {}
+        self._counts: dict[tuple[InstructionKind, int], int] = {}
         self._open: tuple[InstructionKind, int] | None = None
         self._mismatch_warned = False
-        self._infos: list[plans.RankInfo] = []
+        self._unfinished_warned = False
+        self._off_plan = False
+        self._shape_warned = False
+        self.framework = ""
+        self._infos: list[RankInfo] = []
 
     # -- configuration -------------------------------------------------------------------------
-    def set_pipeline(self, stage: int, num_stages: int, schedule: str | None = None) -> None:
+    def set_pipeline(
+        self, stage: int, num_stages: int, schedule: str | None = None, framework: str | None = None
+    ) -> None:
         """Tell the runtime which stage this process runs (the framework hooks call this).
 
         Args:
@@ -198,6 +212,8 @@ class PerseusRuntime(TrainingCallback):
             num_stages: Pipeline stages.
             schedule: The framework's schedule name (``"1f1b"``, ``"gpipe"``), for file names
                 and a check against the observed order.
+            framework: The hook's framework (``"torch"``, ``"deepspeed"``, ``"megatron"``), so
+                error messages name the fix for it.
 
         Raises:
             ZeusConfigError: Out of range, or different from an earlier call.
@@ -214,6 +230,7 @@ class PerseusRuntime(TrainingCallback):
             )
         self.stage, self.num_stages = int(stage), int(num_stages)
         self.schedule_name = (schedule or self.schedule_name or "observed").lower()
+        self.framework = framework or self.framework
 
     @property
     def phase(self) -> RuntimePhase:
@@ -244,15 +261,19 @@ class PerseusRuntime(TrainingCallback):
         """
         if self._controller is not None and self._controller.active:
             return
-        gpu = self._gpu = plans.resolve_gpu(self._gpu_arg)
+        gpu = self._gpu = resolve_gpu(self._gpu_arg)
         if self._monitor is None:
             self._monitor = ZeusMonitor(gpus=[gpu], cpu_indices=[])
         self._controller = FrequencyController(gpu, self.mode)
         self._controller.start()
 
     def close(self) -> None:
-        """Restore the GPU's clocks and stop measuring (idempotent)."""
+        """Restore the GPU's clocks and stop measuring (idempotent).
+
+        Closing before a plan exists warns (on rank zero) and saves what was profiled so far.
+        """
         try:
+            self._warn_unfinished()
             if self._controller is not None:
                 self._controller.close()
         finally:
@@ -260,6 +281,34 @@ class PerseusRuntime(TrainingCallback):
                 self._monitor.close()
                 self._monitor = None
             self._in_iteration = False
+
+    def _warn_unfinished(self) -> None:
+        """Training ends before a plan: say so once, and keep this rank's partial profile."""
+        phase = self._phase
+        if self._unfinished_warned or self._iteration == 0 or isinstance(phase, Applying):
+            return
+        self._unfinished_warned = True
+        profiler, saved = self._profiler, ""
+        if profiler is not None and profiler.measurements and self.save_dir is not None:
+            path = self.save_dir / f"profile-partial-stage{self.stage}-rank{distributed.rank()}.csv"
+            try:
+                InstructionProfile.from_rows(
+                    profiler.rows(),
+                    gpu_name=self._gpu.name if self._gpu else "",
+                    simulated=profiler.simulated,
+                    blocking_power_w=profiler.blocking_power_w(),
+                ).to_csv(path)
+                saved = f" The partial profile ({len(profiler.frequencies())} clocks) is in {path}."
+            except (OSError, ZeusError) as exc:
+                saved = f" Saving the partial profile to {path} failed: {exc}."
+        budget = self.warmup_iterations + self.sweep.iterations_per_frequency * (
+            self.sweep.max_frequencies if self.sweep.adaptive else len(self._sweep_mhz) or 1
+        )
+        console.warn(
+            f"Perseus: training ended after {self._iteration} iteration(s), while {phase.name}, before a "
+            f"frequency plan was made; clocks were not optimised.{saved} Run at least {budget} iterations "
+            "(or pass a plan) for Perseus to plan."
+        )
 
     def __enter__(self) -> "PerseusRuntime":
         self.start()
@@ -273,6 +322,7 @@ class PerseusRuntime(TrainingCallback):
 
     def _close_quietly(self) -> None:
         """Close while another error is in flight: a failing restore is logged, not raised over it."""
+        self._unfinished_warned = True  # the error says what happened; no "ended before a plan" too
         try:
             self.close()
         except Exception:
@@ -307,11 +357,11 @@ class PerseusRuntime(TrainingCallback):
             mhz = self._sweep_mhz[phase.index] if phase.measuring else self._sweep_mhz[0]
             self._controller.request(mhz, tag="profile")
             if not self._controller.wait():
-                logger.warning("GPU %d did not reach %d MHz in time; profiling anyway.", self._gpu.index, mhz)
+                logger.warning("GPU %s did not reach %d MHz in time; profiling anyway.", self.stage, mhz)
             if phase.measuring:
                 self._profiler_for().begin_iteration(mhz)
         elif isinstance(phase, Applying) and self._program:
-            self._controller.request(self._program[0][2], tag="prefetch")
+            self._controller.request(self._program[0][3], tag="prefetch")
         if _ITERATION_WINDOW in self._monitor.open_windows:
             self._monitor.end_window(_ITERATION_WINDOW, cancel=True)
         self._monitor.begin_window(_ITERATION_WINDOW)
@@ -351,6 +401,7 @@ class PerseusRuntime(TrainingCallback):
         self._iteration += 1
         if isinstance(phase, Applying):
             self._controller.request(self._max_mhz(), tag="between-iterations")
+            self._check_shape()
             return
         try:
             self._advance(phase)
@@ -359,30 +410,37 @@ class PerseusRuntime(TrainingCallback):
             raise
 
     # -- instruction boundaries -----------------------------------------------------------------
-    def begin_instruction(self, kind: InstructionKind | str, microbatch: int | None = None) -> None:
+    def begin_instruction(
+        self, kind: InstructionKind | str, microbatch: int | None = None, virtual_stage: int | None = None
+    ) -> None:
         """An instruction starts (after its inputs arrived). Ignored outside an iteration.
 
         Args:
-            kind: ``"forward"`` or ``"backward"``.
+            kind: ``"forward"``, ``"backward"``, or for split backwards ``"backward_input"`` /
+                ``"backward_weight"``.
             microbatch: Its microbatch index; ``None``: counted per kind within the iteration.
+            virtual_stage: The model chunk's place in the whole model (interleaved schedules:
+                torch's ``stage_index``, Megatron's ``vp_stage·S + rank``); ``None``: this stage.
         """
         if not self._in_iteration:
             return
         kind = InstructionKind.parse(kind)
-        mb = self._counts.get(kind, 0) if microbatch is None else int(microbatch)
-        self._counts[kind] = mb + 1
+        v = self.stage if virtual_stage is None else int(virtual_stage)
+        assert v is not None
+        mb = self._counts.get((kind, v), 0) if microbatch is None else int(microbatch)
+        self._counts[(kind, v)] = mb + 1
         self._open = (kind, mb)
         phase = self._phase
         mhz: int | None = None
         if isinstance(phase, Applying):
-            mhz = self._planned(kind, mb)
+            mhz = self._planned(kind, mb, v)
             assert self._controller is not None
-            self._controller.request(mhz, tag=f"stage{self.stage}:{kind.value[0].upper()}{mb}")
+            self._controller.request(mhz, tag=f"stage{self.stage}:{kind.letter}{mb}v{v}")
         elif isinstance(phase, Profiling):
             mhz = self._sweep_mhz[phase.index] if phase.measuring else self._sweep_mhz[0]
             if phase.measuring:
                 self._profiler_for().begin_instruction(kind, mb)
-        self._records.append(InstructionRecord(kind, mb, mhz))
+        self._records.append(InstructionRecord(kind, mb, mhz, v))
 
     def end_instruction(
         self, kind: InstructionKind | str, microbatch: int | None = None, failed: bool = False
@@ -403,7 +461,7 @@ class PerseusRuntime(TrainingCallback):
             nxt = len(self._records)
             if nxt < len(self._program):  # request the next instruction's clock during the gap
                 assert self._controller is not None
-                self._controller.request(self._program[nxt][2], tag="prefetch")
+                self._controller.request(self._program[nxt][3], tag="prefetch")
 
     # -- state ----------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -433,10 +491,32 @@ class PerseusRuntime(TrainingCallback):
         assert self._gpu is not None
         return max(self._gpu.supported_sm_frequencies())
 
-    def _planned(self, kind: InstructionKind, mb: int) -> int:
+    def _check_shape(self) -> None:
+        """After an applied iteration: if it ran instructions the plan lacks (or lacked some), plan again.
+
+        Every stage sees a change of the microbatch count in the same iteration, so all ranks
+        re-discover together: the next iteration runs at the highest clocks, then rank 0 re-plans
+        from the profile (or the saved plan for that shape), or the ranks profile.
+        """
+        ran = sorted((r.kind.value, r.microbatch, r.virtual_stage) for r in self._records)
+        planned = sorted((k.value, m, v) for k, m, v, _ in self._program)
+        if not self._off_plan and ran == planned:
+            return
+        self._off_plan = False
+        if not self._shape_warned:
+            self._shape_warned = True
+            console.warn(
+                f"Perseus: the pipeline ran {len(ran)} instructions per iteration on stage {self.stage} "
+                f"where the plan has {len(planned)} (the microbatch count changed?); running at the highest "
+                "clocks and planning again for the new shape."
+            )
+        self._phase = Discovering(1)
+        self._program, self._lookup = [], {}
+
+    def _planned(self, kind: InstructionKind, mb: int, virtual_stage: int) -> int:
         pos = len(self._records)
-        expected = self._program[pos][:2] if pos < len(self._program) else None
-        if expected != (kind, mb) and not self._mismatch_warned:
+        expected = self._program[pos][:3] if pos < len(self._program) else None
+        if expected != (kind, mb, virtual_stage) and not self._mismatch_warned:
             self._mismatch_warned = True
             logger.warning(
                 "Stage %s ran %s%d as instruction %d of the iteration, but the plan expected %s; clocks are "
@@ -447,13 +527,11 @@ class PerseusRuntime(TrainingCallback):
                 pos,
                 expected,
             )
-        try:
-            return self._lookup[(kind, mb)]
-        except KeyError:
-            raise ZeusConfigError(
-                f"PerseusRuntime: stage {self.stage} ran {kind.value} of microbatch {mb}, which the plan for "
-                f"{self.plan.num_microbatches if self.plan else '?'} microbatches does not have."
-            ) from None
+        key = (kind, mb, virtual_stage)
+        if key not in self._lookup:
+            self._off_plan = True  # run it at the highest clock; the iteration's end plans again
+            return self._max_mhz()
+        return self._lookup[key]
 
     def _advance(self, phase: RuntimePhase) -> None:
         """The only place phases change (after an iteration, on every rank together)."""
@@ -466,12 +544,7 @@ class PerseusRuntime(TrainingCallback):
                 if it + 1 < self.sweep.iterations_per_frequency:
                     self._phase = Profiling(i, it + 1, meas)
                     return
-                profiler = self._profiler_for()
-                local = (
-                    meas
-                    and i + 1 < len(self._sweep_mhz)
-                    and not profiler.energy_has_risen(self.sweep.patience, self.sweep.tolerance)
-                )
+                local = meas and self._extend_sweep(i)
                 if distributed.all_reduce([float(local)], "max")[0] > 0:
                     self._phase = Profiling(i + 1 if local else i, 0, local)
                 else:
@@ -479,7 +552,21 @@ class PerseusRuntime(TrainingCallback):
             case Applying():
                 pass
 
-    def _local_info(self) -> plans.RankInfo:
+    def _extend_sweep(self, index: int) -> bool:
+        """Whether this rank profiles another clock after clock ``index`` (adaptive: picks it)."""
+        profiler = self._profiler_for()
+        if not self.sweep.adaptive:
+            return index + 1 < len(self._sweep_mhz) and not profiler.energy_has_risen(
+                self.sweep.patience, self.sweep.tolerance
+            )
+        assert self._gpu is not None
+        nxt = self.sweep.next_frequency(self._gpu.supported_sm_frequencies(), profiler.effective_energies())
+        if nxt is None or nxt in self._sweep_mhz:
+            return False
+        self._sweep_mhz.append(nxt)
+        return True
+
+    def _local_info(self) -> RankInfo:
         assert self._gpu is not None and self.stage is not None and self.num_stages is not None
         supported = tuple(self._gpu.supported_sm_frequencies())
         sweep_error = None
@@ -488,7 +575,7 @@ class PerseusRuntime(TrainingCallback):
                 self._sweep_mhz = self.sweep.frequencies_for(supported)
             except ZeusConfigError as exc:
                 sweep_error = f"rank {distributed.rank()}: {exc}"
-        return plans.RankInfo(
+        return RankInfo(
             rank=distributed.rank(),
             stage=self.stage,
             num_stages=self.num_stages,
@@ -496,9 +583,13 @@ class PerseusRuntime(TrainingCallback):
             gpu_name=self._gpu.name,
             simulated=self._gpu.simulated,
             supported_mhz=supported,
-            order=tuple((r.kind.value, r.microbatch) for r in self._records),
+            order=tuple((r.kind.value, r.microbatch, r.virtual_stage) for r in self._records),
             sweep_error=sweep_error,
             mode=self.mode.value,
+            framework=self.framework,
+            idle_power_w=getattr(getattr(self._gpu, "behavior", None), "idle_power_w", None)
+            if self._gpu.simulated
+            else None,
         )
 
     def _after_discovery(self) -> None:
@@ -506,24 +597,32 @@ class PerseusRuntime(TrainingCallback):
         self._infos = infos
         decision = None
         if distributed.is_rank_zero():
-            decision = plans.decide_after_discovery(
-                infos, self.planning, self.mode, self._given_plan, self.save_dir
+            decision = decide_after_discovery(
+                infos,
+                self.planning,
+                self.mode,
+                self._given_plan,
+                self.save_dir,
+                self.profile.to_csv_text() if self.profile is not None else None,
             )
         self._follow(distributed.broadcast_object(decision))
 
     def _after_profiling(self) -> None:
         profiler = self._profiler_for()
-        result = plans.RankProfile(self.stage or 0, profiler.rows(), profiler.blocking_power_w())
+        result = RankProfile(self.stage or 0, profiler.rows(), profiler.blocking_power_w())
         results = distributed.all_gather_object(result)
         decision = None
         if distributed.is_rank_zero():
-            decision = plans.decide_after_profiling(self._infos, results, self.planning, self.save_dir)
+            decision = decide_after_profiling(self._infos, results, self.planning, self.save_dir)
         self._follow(distributed.broadcast_object(decision))
 
-    def _follow(self, decision: plans.Decision) -> None:
+    def _follow(self, decision: Decision) -> None:
+        for note in decision.notes:
+            console.warn(f"Perseus: {note}")
         if decision.error:
             raise ZeusProfileError(decision.error)
         if decision.plan is None:
+            self._profiler = None  # a fresh profile for the pipeline as it is now
             log = logger.info if distributed.is_rank_zero() else logger.debug
             log("Stage %s: profiling %d clocks %s MHz.", self.stage, len(self._sweep_mhz), self._sweep_mhz)
             self._phase = Profiling(0, 0)
@@ -531,18 +630,55 @@ class PerseusRuntime(TrainingCallback):
         plan = FrequencyPlan.from_dict(decision.plan, source="broadcast plan")
         if decision.profile_csv:
             self.profile = InstructionProfile.from_csv_text(decision.profile_csv, source="broadcast profile")
-        schedule = plans.schedule_of(self._infos)
+        schedule = schedule_of(self._infos)
+        stage = self.stage or 0
         self._program = [
-            (inst.kind, inst.microbatch, mhz) for inst, mhz in plan.stage_program(schedule, self.stage or 0)
+            (inst.kind, inst.microbatch, schedule.virtual_stage(stage, inst.chunk), mhz)
+            for inst, mhz in plan.stage_program(schedule, stage)
         ]
-        self._lookup = {(k, m): f for k, m, f in self._program}
+        self._lookup = {(k, m, v): f for k, m, v, f in self._program}
         self._phase = Applying(plan)
         if distributed.is_rank_zero():
             logger.info(
                 "Perseus plan %r (%s): %s%s\n%s",
                 plan.label,
                 decision.source,
-                plans.describe_plan(plan),
+                describe_plan(plan),
                 " [simulated]" if plan.simulated else "",
                 plan.to_text(),
             )
+
+
+def resolve_gpu(gpu: GPU | int | None) -> GPU:
+    """The GPU object for ``gpu`` (an object, an index, or ``None``: current CUDA device / ``LOCAL_RANK``).
+
+    Raises:
+        ZeusDeviceNotFoundError: No such GPU is visible.
+    """
+    if isinstance(gpu, GPU):
+        return gpu
+    if gpu is None:
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available():
+            gpu = int(torch.cuda.current_device())
+        else:
+            gpu = int(os.environ.get("LOCAL_RANK", "0"))
+    from zeus_core.device.discovery import get_gpus
+
+    gpus = get_gpus()
+    for g in gpus:
+        if g.index == gpu:
+            return g
+    raise ZeusDeviceNotFoundError(
+        f"PerseusRuntime(gpu={gpu}): this process sees GPUs {[g.index for g in gpus]}. Pass the index of the "
+        "GPU this stage runs on, or a GPU object (e.g. a SimulatedPipelineGPU on machines without GPUs)."
+    )
+
+
+def _load_given_plan(path: str | Path) -> FrequencyPlan | None:
+    """A plan file the user passed; a corrupt one is reported and replaced by planning (``None``)."""
+    try:
+        return FrequencyPlan.load(path)
+    except ZeusProfileError as exc:
+        console.warn(f"Perseus: {exc} Ignoring it: planning from the saved profile, or profiling.")
+        return None

@@ -76,8 +76,10 @@ class InstructionListener(Protocol):
     Instructions outside an iteration (evaluation) are ignored by the listener.
     """
 
-    def set_pipeline(self, stage: int, num_stages: int, schedule: str | None = None) -> None:
-        """This process runs pipeline ``stage`` of ``num_stages`` under the named schedule."""
+    def set_pipeline(
+        self, stage: int, num_stages: int, schedule: str | None = None, framework: str | None = None
+    ) -> None:
+        """This process runs pipeline ``stage`` of ``num_stages`` under the named schedule and framework."""
 
     def begin_iteration(self) -> None:
         """A training iteration (optimizer step) starts."""
@@ -85,8 +87,10 @@ class InstructionListener(Protocol):
     def end_iteration(self, failed: bool = False) -> None:
         """The iteration ended (``failed``: it raised)."""
 
-    def begin_instruction(self, kind: InstructionKind | str, microbatch: int | None = None) -> None:
-        """A forward/backward of ``microbatch`` starts (``None``: the listener counts)."""
+    def begin_instruction(
+        self, kind: InstructionKind | str, microbatch: int | None = None, virtual_stage: int | None = None
+    ) -> None:
+        """An instruction of ``microbatch`` starts (``None``: the listener counts) on ``virtual_stage``."""
 
     def end_instruction(
         self, kind: InstructionKind | str, microbatch: int | None = None, failed: bool = False
@@ -99,19 +103,21 @@ class InstructionRecord:
     """One instruction as this rank saw it.
 
     Attributes:
-        kind: Forward or backward.
+        kind: Forward, backward, or a split backward's input / weight part.
         microbatch: Microbatch index.
         frequency_mhz: Clock requested for it, MHz (``None`` during discovery: not controlled).
+        virtual_stage: The model chunk's virtual stage (this stage, unless interleaved).
     """
 
     kind: InstructionKind
     microbatch: int
     frequency_mhz: int | None
+    virtual_stage: int = 0
 
     @property
     def short_name(self) -> str:
-        """``F3`` / ``B3``."""
-        return f"{'F' if self.kind is InstructionKind.FORWARD else 'B'}{self.microbatch}"
+        """``F3`` / ``B3`` / ``I3`` / ``W3``."""
+        return f"{self.kind.letter}{self.microbatch}"
 
 
 @dataclass(frozen=True)

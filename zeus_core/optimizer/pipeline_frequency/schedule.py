@@ -32,6 +32,10 @@ __all__ = [
     "PipelineSchedule",
     "synchronous_1f1b",
     "gpipe",
+    "interleaved_1f1b",
+    "zero_bubble_1f1b",
+    "FULL_BACKWARD",
+    "SPLIT_BACKWARD",
     "SCHEDULES",
     "make_schedule",
 ]
@@ -42,10 +46,17 @@ class InstructionKind(str, enum.Enum):
 
     FORWARD = "forward"
     BACKWARD = "backward"
+    BACKWARD_INPUT = "backward_input"
+    BACKWARD_WEIGHT = "backward_weight"
+
+    @property
+    def letter(self) -> str:
+        """``F``, ``B``, ``I`` (input gradient) or ``W`` (weight gradient), as in schedule diagrams."""
+        return _LETTERS[self]
 
     @classmethod
     def parse(cls, value: "str | InstructionKind") -> "InstructionKind":
-        """Accept ``"forward"``/``"backward"`` (any case) or an :class:`InstructionKind`.
+        """Accept a kind's value (``"forward"``, ``"backward"``, ``"backward_input"``, ``"backward_weight"``).
 
         Raises:
             ZeusConfigError: ``value`` names no instruction kind.
@@ -60,13 +71,28 @@ class InstructionKind(str, enum.Enum):
             ) from None
 
 
+_LETTERS = {
+    InstructionKind.FORWARD: "F",
+    InstructionKind.BACKWARD: "B",
+    InstructionKind.BACKWARD_INPUT: "I",
+    InstructionKind.BACKWARD_WEIGHT: "W",
+}
+#: The kinds of a schedule with a full backward, and of a zero-bubble one (split backward).
+FULL_BACKWARD: tuple[InstructionKind, ...] = (InstructionKind.FORWARD, InstructionKind.BACKWARD)
+SPLIT_BACKWARD: tuple[InstructionKind, ...] = (
+    InstructionKind.FORWARD,
+    InstructionKind.BACKWARD_INPUT,
+    InstructionKind.BACKWARD_WEIGHT,
+)
+
+
 @dataclass(frozen=True, order=True)
 class Instruction:
     """One forward or backward pass of one microbatch on one pipeline stage.
 
     Attributes:
         stage: Pipeline stage (rank within the pipeline), from 0.
-        kind: Forward or backward.
+        kind: Forward, backward, or (zero-bubble schedules) backward for inputs / for weights.
         microbatch: Microbatch index, from 0.
         chunk: Model chunk on this stage (interleaved schedules), from 0.
     """
@@ -78,10 +104,9 @@ class Instruction:
 
     @property
     def short_name(self) -> str:
-        """``F3`` / ``B3`` (``F3c1`` for chunk 1), as in schedule diagrams."""
-        letter = "F" if self.kind is InstructionKind.FORWARD else "B"
+        """``F3`` / ``B3`` / ``I3`` / ``W3`` (``F3c1`` for chunk 1), as in schedule diagrams."""
         suffix = f"c{self.chunk}" if self.chunk else ""
-        return f"{letter}{self.microbatch}{suffix}"
+        return f"{self.kind.letter}{self.microbatch}{suffix}"
 
     def __str__(self) -> str:
         return f"stage{self.stage}:{self.short_name}"
@@ -97,6 +122,11 @@ class PipelineSchedule:
         num_microbatches: Number of microbatches ``M`` per iteration.
         stage_orders: For each stage, its instructions in the order it runs them.
         num_chunks: Model chunks per stage (1 unless interleaved).
+        kinds: Instruction kinds every (stage, chunk, microbatch) runs: :data:`FULL_BACKWARD`
+            or, for zero-bubble schedules, :data:`SPLIT_BACKWARD`.
+        virtual_stages: Per stage, the virtual stage of each of its chunks (``None``:
+            Megatron's interleaving, chunk ``c`` of stage ``s`` is ``c·S + s``; a V-shaped
+            schedule such as ZBV has stage ``s`` run ``s`` and ``2S − 1 − s``).
 
     Raises:
         ZeusConfigError: A stage's list holds another stage's instruction, an instruction is
@@ -108,7 +138,11 @@ class PipelineSchedule:
     num_microbatches: int
     stage_orders: tuple[tuple[Instruction, ...], ...]
     num_chunks: int = 1
-    _index: dict[Instruction, tuple[int, int]] = field(default=None, init=False, repr=False, compare=False)  # type: ignore[assignment]
+    kinds: tuple[InstructionKind, ...] = FULL_BACKWARD
+    virtual_stages: tuple[tuple[int, ...], ...] | None = None
+    _index: dict[Instruction, tuple[int, int]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         s, m, c = self.num_stages, self.num_microbatches, self.num_chunks
@@ -137,26 +171,50 @@ class PipelineSchedule:
                 if inst in index:
                     raise ZeusConfigError(f"PipelineSchedule {self.name!r}: {inst} is listed twice.")
                 index[inst] = (stage, pos)
-        expected = 2 * s * m * c
-        if len(index) != expected:
+        expected = len(self.kinds) * s * m * c
+        if len(index) != expected or any(i.kind not in self.kinds for i in index):
             missing = [i for i in self._all_instructions() if i not in index][:5]
             raise ZeusConfigError(
                 f"PipelineSchedule {self.name!r}: {len(index)} instructions, expected {expected} "
-                f"(forward and backward of every microbatch and chunk on every stage); missing e.g. "
-                f"{[str(i) for i in missing]}."
+                f"({'/'.join(k.value for k in self.kinds)} of every microbatch and chunk on every stage); "
+                f"missing e.g. {[str(i) for i in missing]}."
             )
         object.__setattr__(self, "_index", index)
+        self._check_virtual_stages()
+
+    def _check_virtual_stages(self) -> None:
+        if self.virtual_stages is None:
+            return
+        vs = tuple(tuple(int(v) for v in row) for row in self.virtual_stages)
+        flat = sorted(v for row in vs for v in row)
+        if (
+            len(vs) != self.num_stages
+            or any(len(r) != self.num_chunks for r in vs)
+            or flat != list(range(self.num_stages * self.num_chunks))
+        ):
+            raise ZeusConfigError(
+                f"PipelineSchedule {self.name!r}: virtual_stages {vs} must give each of the "
+                f"{self.num_stages} stages {self.num_chunks} distinct virtual stages covering "
+                f"0..{self.num_stages * self.num_chunks - 1}."
+            )
+        object.__setattr__(self, "virtual_stages", vs)
+
+    def virtual_stage(self, stage: int, chunk: int) -> int:
+        """The virtual stage that chunk ``chunk`` of ``stage`` runs (its place in the model)."""
+        if self.virtual_stages is None:
+            return chunk * self.num_stages + stage
+        return self.virtual_stages[stage][chunk]
 
     def _all_instructions(self) -> Iterator[Instruction]:
         for stage in range(self.num_stages):
             for chunk in range(self.num_chunks):
                 for mb in range(self.num_microbatches):
-                    for kind in InstructionKind:
+                    for kind in self.kinds:
                         yield Instruction(stage, kind, mb, chunk)
 
     @property
     def num_instructions(self) -> int:
-        """Instructions in one iteration, ``2·S·M·C``."""
+        """Instructions in one iteration, ``K·S·M·C`` for ``K`` instruction kinds."""
         return len(self._index)
 
     def instructions(self) -> list[Instruction]:
@@ -177,23 +235,35 @@ class PipelineSchedule:
     def data_dependencies(self) -> list[tuple[Instruction, Instruction]]:
         """Cross-instruction data dependencies ``(producer, consumer)``.
 
-        Forward of virtual stage ``v`` feeds forward of ``v+1``; backward of ``v+1`` feeds
-        backward of ``v``; on the last virtual stage, forward feeds backward. Program order
-        within a stage is not included (see :meth:`program_order_edges`).
+        With ``G`` the gradient instruction (backward, or backward for inputs when the backward
+        is split): forward of virtual stage ``v`` feeds forward of ``v+1``; ``G`` of ``v+1``
+        feeds ``G`` of ``v``; on the last virtual stage, forward feeds ``G``; a split backward's
+        weight instruction follows its input instruction. Program order within a stage is not
+        included (see :meth:`program_order_edges`).
         """
         s, c = self.num_stages, self.num_chunks
+        where = {self.virtual_stage(st, ch): (st, ch) for st in range(s) for ch in range(c)}
         last = s * c - 1
-        fwd, bwd = InstructionKind.FORWARD, InstructionKind.BACKWARD
+        fwd = InstructionKind.FORWARD
+        grad = (
+            InstructionKind.BACKWARD_INPUT
+            if InstructionKind.BACKWARD_INPUT in self.kinds
+            else InstructionKind.BACKWARD
+        )
+        split = InstructionKind.BACKWARD_WEIGHT in self.kinds
         deps: list[tuple[Instruction, Instruction]] = []
         for mb in range(self.num_microbatches):
             for v in range(last + 1):
-                here_f = Instruction(v % s, fwd, mb, v // s)
-                here_b = Instruction(v % s, bwd, mb, v // s)
+                st, ch = where[v]
+                here_f, here_g = Instruction(st, fwd, mb, ch), Instruction(st, grad, mb, ch)
                 if v < last:
-                    deps.append((here_f, Instruction((v + 1) % s, fwd, mb, (v + 1) // s)))
-                    deps.append((Instruction((v + 1) % s, bwd, mb, (v + 1) // s), here_b))
+                    nst, nch = where[v + 1]
+                    deps.append((here_f, Instruction(nst, fwd, mb, nch)))
+                    deps.append((Instruction(nst, grad, mb, nch), here_g))
                 else:
-                    deps.append((here_f, here_b))
+                    deps.append((here_f, here_g))
+                if split:
+                    deps.append((here_g, Instruction(st, InstructionKind.BACKWARD_WEIGHT, mb, ch)))
         return deps
 
     def program_order_edges(self) -> list[tuple[Instruction, Instruction]]:
@@ -249,6 +319,86 @@ def gpipe(num_stages: int, num_microbatches: int) -> PipelineSchedule:
     return PipelineSchedule("gpipe", num_stages, num_microbatches, tuple(orders))
 
 
+def interleaved_1f1b(num_stages: int, num_microbatches: int, num_chunks: int = 2) -> PipelineSchedule:
+    """Interleaved 1F1B (Megatron-core virtual pipeline; torch ``ScheduleInterleaved1F1B``).
+
+    Each stage holds ``C`` model chunks; chunk ``c`` of stage ``s`` is virtual stage ``c·S + s``.
+    Ranks walk "virtual microbatches" ``k = 0 .. M·C − 1`` in groups of ``S``: ``k`` runs chunk
+    ``(k // S) mod C`` (forwards; backwards in reverse chunk order) of microbatch
+    ``(k // (S·C))·S + k mod S``. Stage ``s`` first runs ``2(S − s − 1) + (C − 1)·S`` warm-up
+    forwards, then alternates forward/backward, then drains the backwards (Megatron-core's
+    ``forward_backward_pipelining_with_interleaving``).
+
+    Args:
+        num_stages: Pipeline stages ``S`` (ranks).
+        num_microbatches: Microbatches ``M``; a multiple of ``S``, as Megatron-core requires.
+        num_chunks: Model chunks per stage ``C`` (``virtual_pipeline_model_parallel_size``).
+
+    Raises:
+        ZeusConfigError: Bad sizes, or ``M`` not a multiple of ``S``.
+    """
+    _check_sizes("interleaved_1f1b", num_stages, num_microbatches)
+    if num_chunks < 1 or num_microbatches % num_stages:
+        raise ZeusConfigError(
+            f"interleaved_1f1b({num_stages}, {num_microbatches}, num_chunks={num_chunks}): need "
+            "num_chunks >= 1 and microbatches a multiple of the stages (as Megatron-core's interleaved "
+            "schedule requires)."
+        )
+    S, M, C = num_stages, num_microbatches, num_chunks
+    total = M * C
+    fwd, bwd = InstructionKind.FORWARD, InstructionKind.BACKWARD
+
+    def inst(s: int, kind: InstructionKind, k: int) -> Instruction:
+        c = (k // S) % C
+        return Instruction(s, kind, (k // (S * C)) * S + k % S, c if kind is fwd else C - 1 - c)
+
+    orders = []
+    for s in range(S):
+        warmup = min((S - s - 1) * 2 + (C - 1) * S, total)
+        order = [inst(s, fwd, k) for k in range(warmup)]
+        for i in range(total - warmup):
+            order += [inst(s, fwd, warmup + i), inst(s, bwd, i)]
+        order += [inst(s, bwd, k) for k in range(total - warmup, total)]
+        orders.append(tuple(order))
+    return PipelineSchedule("interleaved-1f1b", S, M, tuple(orders), C)
+
+
+def zero_bubble_1f1b(num_stages: int, num_microbatches: int) -> PipelineSchedule:
+    """1F1B with the backward split as in zero-bubble pipelines (Qi et al., ICLR 2024).
+
+    The backward is split into ``I`` (gradient of the inputs, which the previous stage waits
+    for) and ``W`` (gradient of the weights, which nobody waits for). Stage ``s`` runs 1F1B with
+    ``I`` in place of ``B`` and each ``W`` after its ``I``, delaying the first ``S − s − 1``
+    weight instructions to the drain. Gradients travel back after ``I`` alone, so the iteration is
+    never longer than 1F1B's; the exact zero-bubble orders of torch's
+    ``ScheduleInterleavedZeroBubble`` / ``ScheduleZBVZeroBubble`` are planned as observed by
+    :class:`~.runtime.PerseusRuntime` (no builder needed).
+
+    Args:
+        num_stages: Pipeline stages ``S``.
+        num_microbatches: Microbatches ``M``.
+    """
+    _check_sizes("zero_bubble_1f1b", num_stages, num_microbatches)
+    fwd, inp, wgt = SPLIT_BACKWARD
+    orders = []
+    for s in range(num_stages):
+        warmup = min(num_stages - s - 1, num_microbatches)
+        order = [Instruction(s, fwd, j) for j in range(warmup)]
+        pending: list[int] = []
+        for i in range(num_microbatches - warmup):
+            order += [Instruction(s, fwd, warmup + i), Instruction(s, inp, i)]
+            pending.append(i)
+            if len(pending) > warmup:
+                order.append(Instruction(s, wgt, pending.pop(0)))
+        for j in range(num_microbatches - warmup, num_microbatches):
+            order.append(Instruction(s, inp, j))
+            pending.append(j)
+            order.append(Instruction(s, wgt, pending.pop(0)))
+        order += [Instruction(s, wgt, j) for j in pending]
+        orders.append(tuple(order))
+    return PipelineSchedule("zb-1f1b", num_stages, num_microbatches, tuple(orders), kinds=SPLIT_BACKWARD)
+
+
 def _check_sizes(call: str, num_stages: int, num_microbatches: int) -> None:
     if int(num_stages) != num_stages or int(num_microbatches) != num_microbatches:
         raise ZeusConfigError(f"{call}({num_stages}, {num_microbatches}): sizes must be integers.")
@@ -258,24 +408,42 @@ def _check_sizes(call: str, num_stages: int, num_microbatches: int) -> None:
         )
 
 
-#: Schedule name (as on the command line) -> builder ``(num_stages, num_microbatches) -> schedule``.
-SCHEDULES: dict[str, Callable[[int, int], PipelineSchedule]] = {
+#: Schedule name (as on the command line) -> builder ``(num_stages, num_microbatches) -> schedule``;
+#: interleaved builders also take ``num_chunks``.
+SCHEDULES: dict[str, Callable[..., PipelineSchedule]] = {
     "1f1b": synchronous_1f1b,
     "gpipe": gpipe,
+    "interleaved-1f1b": interleaved_1f1b,
+    "zb-1f1b": zero_bubble_1f1b,
 }
+_CHUNKED = {"interleaved-1f1b"}
 
 
-def make_schedule(name: str, num_stages: int, num_microbatches: int) -> PipelineSchedule:
-    """Build a registered schedule by name (``"1f1b"``, ``"gpipe"``).
+def make_schedule(name: str, num_stages: int, num_microbatches: int, num_chunks: int = 1) -> PipelineSchedule:
+    """Build a registered schedule by name (``"1f1b"``, ``"gpipe"``, ``"interleaved-1f1b"``, ``"zb-1f1b"``).
+
+    Args:
+        name: Schedule name (a key of :data:`SCHEDULES`).
+        num_stages: Pipeline stages.
+        num_microbatches: Microbatches per iteration.
+        num_chunks: Model chunks per stage (interleaved schedules only).
 
     Raises:
-        ZeusConfigError: ``name`` is not registered in :data:`SCHEDULES`.
+        ZeusConfigError: ``name`` is not registered, or chunks given for a schedule without them.
     """
+    key = name.lower()
     try:
-        builder = SCHEDULES[name.lower()]
+        builder = SCHEDULES[key]
     except KeyError:
         raise ZeusConfigError(
             f"Unknown pipeline schedule {name!r}; choose one of {sorted(SCHEDULES)} or register a "
             "builder in zeus_core.optimizer.pipeline_frequency.schedule.SCHEDULES."
         ) from None
+    if key in _CHUNKED:
+        return builder(num_stages, num_microbatches, num_chunks)
+    if num_chunks != 1:
+        raise ZeusConfigError(
+            f"Schedule {name!r} runs one model chunk per stage; num_chunks={num_chunks} needs one of "
+            f"{sorted(_CHUNKED)}."
+        )
     return builder(num_stages, num_microbatches)

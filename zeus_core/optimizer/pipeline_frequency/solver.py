@@ -288,31 +288,7 @@ def solve_frontier(
     n = dag.num_nodes
     types = np.asarray(types, dtype=np.int64)
     lo, hi = table.min_q[types], table.max_q[types]
-    # Flat savings with run lengths of equal values (pieces of the piecewise-linear cost).
-    offsets = np.zeros(len(table.savings), dtype=np.int64)
-    flat, run_down, run_up = [], [], []
-    pos = 0
-    for t, s in enumerate(table.savings):
-        offsets[t] = pos
-        pos += len(s)
-        flat.append(s)
-        rd, ru = np.ones(len(s), np.int64), np.ones(len(s), np.int64)
-        for j in range(1, len(s)):
-            if s[j] == s[j - 1]:
-                rd[j] = rd[j - 1] + 1
-        for j in range(len(s) - 2, -1, -1):
-            if s[j] == s[j + 1]:
-                ru[j] = ru[j + 1] + 1
-        run_down.append(rd)
-        run_up.append(ru)
-    flat_s = np.concatenate(flat + [np.zeros(1, np.int64)])
-    flat_rd = np.concatenate(run_down + [np.zeros(1, np.int64)])
-    flat_ru = np.concatenate(run_up + [np.zeros(1, np.int64)])
-    off = offsets[types]
-    if not long_steps:
-        flat_rd = np.minimum(flat_rd, 1)
-        flat_ru = np.minimum(flat_ru, 1)
-
+    pieces = _Pieces.of(table, types, long_steps)
     net = CutNetwork(dag)
     op_arcs = net.ops
     flow = np.zeros(net.num_arcs, dtype=np.int64)
@@ -328,47 +304,29 @@ def solve_frontier(
         makespan = int(ef.max())
         if stop_at is not None and makespan <= stop_at:
             break
-        lf = dag.latest_finish(d, makespan)
-        crit = net.critical(ef, lf, d, makespan)
-        crit_op = crit[op_arcs]
-        can_short, can_long = d > lo, d < hi
-        idx_short = np.where(can_short, off + d - lo - 1, len(flat_s) - 1)
-        idx_long = np.where(can_long, off + d - lo, len(flat_s) - 1)
-        ub[op_arcs] = np.where(can_short, flat_s[idx_short], _INF)
-        lb[op_arcs] = np.where(can_long, flat_s[idx_long], 0)
+        crit = net.critical(ef, dag.latest_finish(d, makespan), d, makespan)
+        idx_short, idx_long = pieces.bounds(d, lo, hi, lb, ub, op_arcs)
         if check_invariants:
             _check_certificate(flow, lb, ub, crit)
-        caps = net.residual_capacities(crit, flow, lb, ub)
-        if caps.min() < 0:
-            raise ZeusError("Perseus planner: warm-start flow violates its bounds (internal error).")
-        s_in, s_out, sink_reached = net.source_side(caps)
-        if sink_reached:
-            # The warm-start flow is no longer maximal: augment it in its residual graph.
-            flow += net.augment(caps, backend)
-            result.flows += 1
-            if int(flow[0]) >= _INF:
-                break  # every cut crosses an instruction already at its fastest: shortest time reached
-            s_in, s_out, _ = net.source_side(net.residual_capacities(crit, flow, lb, ub))
-        value = int(flow[0])
+        cut = _min_cut(net, crit, flow, lb, ub, backend, result)
+        if cut is None:
+            break  # every cut crosses an instruction already at its fastest: shortest time reached
+        s_in, s_out = cut
+        crit_op = crit[op_arcs]
         shorten = crit_op & s_in & ~s_out
         lengthen = crit_op & ~s_in & s_out & (flow[op_arcs] > 0)
-        direction = shorten.astype(np.int64) - lengthen.astype(np.int64)
-        changed = np.flatnonzero(direction)
         if not shorten.any():
             raise ZeusError("Perseus planner: finite minimum cut shortens nothing (internal error).")
-        k = int(
-            min(
-                flat_rd[idx_short[shorten]].min(),
-                flat_ru[idx_long[lengthen]].min() if lengthen.any() else _INF,
-            )
-        )
+        direction = shorten.astype(np.int64) - lengthen.astype(np.int64)
+        k = pieces.step_limit(idx_short[shorten], idx_long[lengthen])
         if stop_at is not None:
             k = min(k, max(makespan - stop_at, 1))
         k, evals, ef = _longest_safe_step(dag, d, direction, makespan, k, key_scale)
         result.newton_evaluations += evals
         if k == 0:
             raise ZeusError("Perseus planner: no integral step keeps the cut optimal (internal error).")
-        result.steps.append(SolverStep(makespan, k, value, changed, direction[changed]))
+        changed = np.flatnonzero(direction)
+        result.steps.append(SolverStep(makespan, k, int(flow[0]), changed, direction[changed]))
         d = d - k * direction
         if checkpoint_every and len(result.steps) % checkpoint_every == 0:
             result._checkpoints[len(result.steps)] = d.copy()
@@ -385,6 +343,90 @@ def solve_frontier(
         result.solve_time_s,
     )
     return result
+
+
+@dataclass(frozen=True)
+class _Pieces:
+    """Per-quantum savings of every type, flattened, with the run length of each linear piece.
+
+    ``savings[off[i] + q - lo[i] - 1]`` is what instruction ``i`` costs to shorten from ``q``;
+    ``run_down`` / ``run_up`` count how many quanta further down / up the saving stays the same
+    (1 everywhere without long steps). The last entry is a sentinel (saving 0, run 0).
+    """
+
+    savings: np.ndarray
+    run_down: np.ndarray
+    run_up: np.ndarray
+    off: np.ndarray
+
+    @classmethod
+    def of(cls, table: IntegerCostTable, types: np.ndarray, long_steps: bool) -> "_Pieces":
+        offsets = np.concatenate([[0], np.cumsum([len(s) for s in table.savings])[:-1]]).astype(np.int64)
+        down, up = [], []
+        for s in table.savings:
+            rd, ru = np.ones(len(s), np.int64), np.ones(len(s), np.int64)
+            for j in range(1, len(s)):
+                if s[j] == s[j - 1]:
+                    rd[j] = rd[j - 1] + 1
+            for j in range(len(s) - 2, -1, -1):
+                if s[j] == s[j + 1]:
+                    ru[j] = ru[j + 1] + 1
+            down.append(rd)
+            up.append(ru)
+        sentinel = [np.zeros(1, np.int64)]
+        run_down, run_up = np.concatenate(down + sentinel), np.concatenate(up + sentinel)
+        if not long_steps:
+            run_down, run_up = np.minimum(run_down, 1), np.minimum(run_up, 1)
+        savings = np.concatenate(list(table.savings) + sentinel)
+        return cls(savings, run_down, run_up, offsets[types])
+
+    def bounds(
+        self, d: np.ndarray, lo: np.ndarray, hi: np.ndarray, lb: np.ndarray, ub: np.ndarray, ops: slice
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Set the instruction edges' flow bounds for durations ``d``; returns the piece indices used."""
+        can_short, can_long = d > lo, d < hi
+        idx_short = np.where(can_short, self.off + d - lo - 1, len(self.savings) - 1)
+        idx_long = np.where(can_long, self.off + d - lo, len(self.savings) - 1)
+        ub[ops] = np.where(can_short, self.savings[idx_short], _INF)
+        lb[ops] = np.where(can_long, self.savings[idx_long], 0)
+        return idx_short, idx_long
+
+    def step_limit(self, shortened: np.ndarray, lengthened: np.ndarray) -> int:
+        """Quanta every changed instruction stays on its current linear piece."""
+        limit = int(self.run_down[shortened].min())
+        return min(limit, int(self.run_up[lengthened].min())) if len(lengthened) else limit
+
+
+def _min_cut(
+    net: CutNetwork,
+    crit: np.ndarray,
+    flow: np.ndarray,
+    lb: np.ndarray,
+    ub: np.ndarray,
+    backend: FlowBackend,
+    result: SolverResult,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Source side of a minimum cut of the critical sub-DAG (``flow`` is made maximal in place).
+
+    Returns:
+        Per instruction, whether its ``in`` and ``out`` nodes are on the source side; ``None``
+        when the minimum cut is infinite (the shortest time is reached).
+
+    Raises:
+        ZeusError: The warm-start flow violates its bounds (internal error).
+    """
+    caps = net.residual_capacities(crit, flow, lb, ub)
+    if caps.min() < 0:
+        raise ZeusError("Perseus planner: warm-start flow violates its bounds (internal error).")
+    s_in, s_out, sink_reached = net.source_side(caps)
+    if sink_reached:
+        # The warm-start flow is no longer maximal: augment it in its residual graph.
+        flow += net.augment(caps, backend)
+        result.flows += 1
+        if int(flow[0]) >= _INF:
+            return None
+        s_in, s_out, _ = net.source_side(net.residual_capacities(crit, flow, lb, ub))
+    return s_in, s_out
 
 
 def _longest_safe_step(

@@ -1,0 +1,115 @@
+"""Perseus on Megatron-core's 1F1B pipeline schedule: profile, plan, apply, and measure the saving.
+
+Runs on the CPU with a plain ``python examples/perseus_megatron.py``: it starts its own 2 ranks
+(gloo), one pipeline stage each, on **simulated** A40 GPUs whose work slows down as the SM clock
+drops (``SimulatedPipelineGPU``). Stage 1 does twice the work of stage 0. Megatron-core's
+schedules assume CUDA; ``zeus_integrations.pipeline.cpu_shims.megatron_on_cpu()`` maps its CUDA
+buffers and syncs to the CPU (it does nothing where CUDA is available).
+
+1. ``--iterations`` calls of ``get_forward_backward_func()`` at the highest clocks: the baseline.
+2. ``PerseusRuntime`` attached with ``zeus_integrations.pipeline.megatron.attach(runtime)``
+   discovers, profiles a few clocks (at most 10 iterations), plans on rank 0 and applies the plan.
+3. ``--iterations`` iterations with the plan; rank 0 prints the plan, predicted and measured time
+   and energy, and one line ``perseus: plan zero-slowdown: time ... energy ... vs max clocks [simulated]``.
+
+Run::
+
+    python examples/perseus_megatron.py                 # about 40 s
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+__all__ = ["main"]
+
+COMPUTE_S = (0.010, 0.020)  # forward work per stage at the highest clock, s; backward is twice
+MEMORY_S = (0.002, 0.004)
+HIDDEN, SEQ, MICRO = 16, 4, 2
+
+
+def _stage_module(config: Any, work: Any, first: bool) -> Any:
+    """One pipeline stage in Megatron's module contract (set_input_tensor, model_type, config)."""
+    import torch
+    from megatron.core.enums import ModelType
+
+    class Stage(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.config, self.model_type = config, ModelType.encoder_or_decoder
+            self.linear = torch.nn.Linear(HIDDEN, HIDDEN)
+            self.work = work
+            self.input_tensor: Any = None
+
+        def set_input_tensor(self, tensor: Any) -> None:
+            self.input_tensor = tensor[0] if isinstance(tensor, (list, tuple)) else tensor
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.work(self.linear(x if first else self.input_tensor))
+
+    return Stage()
+
+
+def rank_main(rank: int, args: argparse.Namespace) -> None:
+    """One pipeline stage: baseline, then Perseus, then the report (rank 0)."""
+    from zeus_integrations.pipeline import cpu_shims
+
+    cpu_shims.megatron_on_cpu()
+    import torch
+    from megatron.core import parallel_state
+    from megatron.core.model_parallel_config import ModelParallelConfig
+    from megatron.core.pipeline_parallel import schedules
+
+    from zeus_core.optimizer.pipeline_frequency import PerseusRuntime
+    from zeus_core.optimizer.pipeline_frequency.simulated_gpu import InstructionWork, SimulatedPipelineGPU
+    from zeus_integrations.pipeline import megatron as zeus_megatron
+    from zeus_integrations.pipeline.emulation import GpuWork, compare_with_max_clocks
+
+    torch.distributed.init_process_group("gloo")
+    parallel_state.initialize_model_parallel(tensor_model_parallel_size=1, pipeline_model_parallel_size=2)
+    gpu = SimulatedPipelineGPU("a40", index=0, seed=rank)
+    config = ModelParallelConfig(pipeline_model_parallel_size=2, pipeline_dtype=torch.float32)
+    config.hidden_size = HIDDEN
+    config.fine_grained_activation_offloading = False
+    torch.manual_seed(rank)
+    model = _stage_module(config, GpuWork(gpu, InstructionWork(COMPUTE_S[rank], MEMORY_S[rank])), rank == 0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = [(torch.randn(SEQ, MICRO, HIDDEN), torch.randn(SEQ, MICRO, HIDDEN))] * args.microbatches
+
+    def forward_step_func(data_iterator: Any, module: Any) -> tuple[torch.Tensor, Any]:
+        x, y = next(data_iterator)
+        out = module(x)
+        return out, lambda output: (torch.nn.functional.mse_loss(output, y), {})
+
+    def step() -> None:
+        schedules.get_forward_backward_func()(
+            forward_step_func=forward_step_func,
+            data_iterator=iter(data),
+            model=[model],
+            num_microbatches=args.microbatches,
+            seq_length=SEQ,
+            micro_batch_size=MICRO,
+        )
+        optimizer.step()
+        optimizer.zero_grad()
+
+    runtime = PerseusRuntime(gpu, save_dir=args.save_dir)
+    result = compare_with_max_clocks(
+        step, gpu, runtime, lambda: zeus_megatron.attach(runtime), args.iterations
+    )
+    if rank == 0:
+        print(result.report(), flush=True)
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Start 2 local ranks and run :func:`rank_main` on each."""
+    from zeus_integrations.pipeline.emulation import run_example
+
+    run_example(rank_main, __doc__.split("\n\n")[0], argv)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""CPU shims that let DeepSpeed and Megatron-core pipelines run without a GPU (examples, tests, CI).
+
+Neither framework's pipeline runs on a CPU-only torch out of the box. These functions patch the
+few CUDA assumptions in *this process only*; call them before the framework initialises. They
+change nothing on a machine where CUDA is available, so an example that calls them still runs
+unchanged on GPUs. Never needed for ``torch.distributed.pipelining``, which runs on CPU as is.
+
+* :func:`deepspeed_on_cpu`: selects DeepSpeed's CPU accelerator (``DS_ACCELERATOR=cpu``, no op
+  builds) and skips the JIT build of its shared-memory communication op, which ``TorchBackend``
+  would otherwise compile with ninja for minutes (collectives then use plain gloo).
+* :func:`megatron_on_cpu`: Megatron-core's schedules allocate ``torch.zeros(..., device="cuda")``
+  buffers and call ``torch.cuda.current_device()`` / ``torch.cuda.synchronize()``; the shim
+  maps those to the CPU.
+
+Example:
+    >>> from zeus_integrations.pipeline import cpu_shims
+    >>> cpu_shims.megatron_on_cpu()   # before parallel_state.initialize_model_parallel(...)  # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import torch
+
+__all__ = ["deepspeed_on_cpu", "megatron_on_cpu"]
+
+
+def deepspeed_on_cpu() -> bool:
+    """Prepare DeepSpeed for a CPU-only run; returns ``True`` if anything was patched.
+
+    Call before ``deepspeed.init_distributed(dist_backend="gloo")``.
+    """
+    if torch.cuda.is_available():
+        return False
+    os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    os.environ.setdefault("DS_BUILD_OPS", "0")
+    import deepspeed.comm  # type: ignore[import-untyped]  # noqa: F401  (loads deepspeed.comm.torch)
+
+    # `import deepspeed.comm.torch as m` yields the torch library (the name is shadowed), hence sys.modules.
+    setattr(sys.modules["deepspeed.comm.torch"], "build_shm_op", lambda: None)
+    return True
+
+
+def megatron_on_cpu() -> bool:
+    """Map Megatron-core's CUDA buffers and syncs to the CPU; returns ``True`` if anything was patched.
+
+    Call before ``megatron.core.parallel_state.initialize_model_parallel``. Idempotent.
+    """
+    if torch.cuda.is_available() or getattr(torch.zeros, "_zeus_cpu_shim", False):
+        return False
+    torch.cuda.current_device = lambda: "cpu"  # type: ignore[assignment,return-value]
+    torch.cuda.synchronize = lambda *args, **kwargs: None  # type: ignore[assignment]
+    zeros = torch.zeros
+
+    def cpu_zeros(*args: Any, **kwargs: Any) -> torch.Tensor:
+        if str(kwargs.get("device", "")).startswith("cuda"):
+            kwargs["device"] = "cpu"
+        return zeros(*args, **kwargs)
+
+    cpu_zeros._zeus_cpu_shim = True  # type: ignore[attr-defined]
+    torch.zeros = cpu_zeros  # type: ignore[assignment]
+    return True
