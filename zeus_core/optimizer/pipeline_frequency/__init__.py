@@ -119,6 +119,7 @@ __all__ = [
     "InstructionOptions",
     "InstructionProfile",
     "InstructionProfiler",
+    "InstructionWork",
     "PHYSICAL_GPUS",
     "PerseusRuntime",
     "PipelineDAG",
@@ -128,14 +129,19 @@ __all__ = [
     "ProfileMeasurement",
     "Replay",
     "SCHEDULES",
+    "SimulatedPipelineGPU",
     "TimeRounding",
     "gpipe",
+    "interleaved_1f1b",
     "make_schedule",
     "physical_instruction_profile",
+    "plan_at_time",
     "plan_frontier",
     "plot_frontier",
     "plot_timeline",
+    "resolve_blocking_power",
     "synchronous_1f1b",
+    "zero_bubble_1f1b",
 ]
 
 
