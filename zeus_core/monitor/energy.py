@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import logging
 import sys
+import time
 import weakref
 from contextlib import contextmanager
 from pathlib import Path
@@ -130,7 +131,8 @@ class ZeusMonitor:
         cpus: CPU objects to measure instead of this machine's.
         power_sample_interval_s: Pause between the background reader's sampling rounds, s
             (default 2 ms for real GPUs; 0.1 s for simulated GPUs without a counter).
-        read_in_background: ``None`` (default): real GPUs go through the background reader.
+        read_in_background: ``None`` (default): real GPUs on the wall clock go through the background
+            reader (GPUs on a virtual clock are read at the edges: the reader samples in real time).
             ``False``: read every GPU at the window's edges on the calling thread, as Zeus does.
 
     Attributes:
@@ -190,7 +192,10 @@ class ZeusMonitor:
         self._sync: object = _Unresolved
         self._clock = _common_clock(self.gpus)
         self.simulated = any(g.simulated for g in self.gpus) or any(c.simulated for c in self.cpus)
-        self._init_gpu_reads(read_in_background is not False, power_sample_interval_s)
+        # The reader samples in real time; GPUs on another clock (a virtual one in replays and tests)
+        # are read at the windows' edges unless the caller asks otherwise.
+        background = read_in_background if read_in_background is not None else self._clock is time.time
+        self._init_gpu_reads(background, power_sample_interval_s)
         self._cpu_idx = [c.index for c in self.cpus]
         self._dram_idx = [c.index for c in self.cpus if c.has_dram]
         self._cpu_read = tuple(c.get_energy for c in self.cpus)

@@ -777,7 +777,13 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
             f"profiling steps{self._tag()}"
         )
         chosen, top = self._measured(optimal), self._measurements[0] if self._measurements else None
-        if chosen is None or top is None or top is chosen:
+        if (
+            chosen is None
+            or top is None
+            or top is chosen
+            or top.energy_per_step_j <= 0
+            or top.time_per_step_s <= 0
+        ):
             return head + "."
         energy = 1.0 - chosen.energy_per_step_j / top.energy_per_step_j
         time = chosen.time_per_step_s / top.time_per_step_s - 1.0
