@@ -26,7 +26,14 @@ __all__ = ["ZeusMonitor", "WindowHandle"]
 
 logger = logging.getLogger(__name__)
 
-_UNRESOLVED = object()
+class _Unresolved:
+    """Sentinel; pickles as a reference to the module-level instance, so ``is`` holds after ddp_spawn."""
+
+    def __reduce__(self) -> str:
+        return "_UNRESOLVED"
+
+
+_UNRESOLVED = _Unresolved()
 _NO_READINGS: tuple = ()
 
 

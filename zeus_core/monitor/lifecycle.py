@@ -179,11 +179,13 @@ class TrainingLifecycle:
             self._sim_gpus = [_simulated_gpu(self.simulate)]
             monitor = ZeusMonitor(gpus=self._sim_gpus, cpu_indices=cpu_indices)
             console.info_once(
+                f"simulated-{self.simulate}",
                 f"{self.who}: no GPU found; measuring a simulated {self.simulate.upper()} that is busy "
                 "while training steps run. Every figure is marked simulated=1.0."
             )
         elif not monitor.gpus and not monitor.cpus:
             console.warn_once(
+                "no-devices",
                 f"{self.who}: no GPU and no readable CPU energy counter on this machine, so energies read "
                 "0 J. For a simulated GPU pass simulate='a40' (or set ZEUS_SUITE_SIMULATE=a40)."
             )
