@@ -26,6 +26,7 @@ __all__ = ["ZeusMonitor", "WindowHandle"]
 
 logger = logging.getLogger(__name__)
 
+
 class _Unresolved:
     """Sentinel; pickles as a reference to the module-level instance, so ``is`` holds after ddp_spawn."""
 

@@ -181,13 +181,13 @@ class TrainingLifecycle:
             console.info_once(
                 f"simulated-{self.simulate}",
                 f"{self.who}: no GPU found; measuring a simulated {self.simulate.upper()} that is busy "
-                "while training steps run. Every figure is marked simulated=1.0."
+                "while training steps run. Every figure is marked simulated=1.0.",
             )
         elif not monitor.gpus and not monitor.cpus:
             console.warn_once(
                 "no-devices",
                 f"{self.who}: no GPU and no readable CPU energy counter on this machine, so energies read "
-                "0 J. For a simulated GPU pass simulate='a40' (or set ZEUS_SUITE_SIMULATE=a40)."
+                "0 J. For a simulated GPU pass simulate='a40' (or set ZEUS_SUITE_SIMULATE=a40).",
             )
         return monitor
 
@@ -246,8 +246,12 @@ class TrainingLifecycle:
             self.require_tracker().on_epoch_begin()
 
     def begin_step(self) -> None:
-        """Open an optimizer step (the simulated GPU, if any, computes until :meth:`end_step`)."""
+        """Open an optimizer step (the simulated GPU, if any, computes until :meth:`end_step`).
+
+        Opens the epoch too when the framework announced none (Lightning resuming mid-epoch).
+        """
         if self.training:
+            self.begin_epoch()
             self._set_busy(True)
             self.require_tracker().on_step_begin()
 
