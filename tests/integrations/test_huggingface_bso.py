@@ -1,4 +1,4 @@
-"""ZeusTrainerCallback with a batch-size optimizer: real Trainer runs reporting to a real service over HTTP."""
+"""ZeusTrainerCallback with a batch-size optimizer: real Trainer runs reporting to a real service (HTTP)."""
 
 from __future__ import annotations
 

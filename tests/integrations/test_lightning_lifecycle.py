@@ -1,5 +1,7 @@
-"""ZeusCallback in the set-ups of issue 13: mid-epoch resume, stages, manual optimization,
-two callbacks, ddp_spawn, simulate, console summaries and optimizer metrics (real tiny fits on CPU).
+"""ZeusCallback in the set-ups of issue 13, with real tiny fits on the CPU.
+
+Mid-epoch resume, stages, manual optimization, two callbacks, ddp_spawn, simulate, console
+summaries and optimizer metrics.
 
 Every batch runs one unit of simulated work (0.1 s, 30 J on a virtual clock), so each figure has an
 exact expected value.

@@ -1,4 +1,4 @@
-"""Lightning ``ddp_spawn`` (2 CPU processes, gloo) with ZeusCallback; ``python lightning_spawn.py OUT_DIR MODE``.
+"""Lightning ``ddp_spawn`` (2 CPU processes, gloo) with ZeusCallback: ``lightning_spawn.py OUT_DIR MODE``.
 
 MODE ``passed``: the callback gets a monitor built in the launching process (a simulated A40 on a
 virtual clock), which travels to the spawned processes by pickling. MODE ``default``: the callback
