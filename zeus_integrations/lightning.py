@@ -40,7 +40,7 @@ from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.monitor.lifecycle import TrainingLifecycle, gpu_indices_of
 from zeus_core.monitor.training import metric_key
 from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
-from zeus_core.optimizer.batch_size.trial_reporter import trial_reporter
+from zeus_core.optimizer.batch_size.trial_reporter import TrialReporter, trial_reporter
 
 __all__ = ["ZeusCallback"]
 
@@ -131,8 +131,8 @@ class ZeusCallback(Callback):
             include_validation=include_validation,
             verbose=verbose,
             simulate=simulate,
+            trial_reporter=trial_reporter("ZeusCallback", batch_size_optimizer, metric_name),
         )
-        self.trial_reporter = trial_reporter("ZeusCallback", batch_size_optimizer, metric_name)
         self.prog_bar = prog_bar
         self._metric_name = metric_name
         self._step_open = False
@@ -143,6 +143,11 @@ class ZeusCallback(Callback):
     def monitor(self) -> ZeusMonitor | None:
         """The monitor measuring this process (``None`` before ``setup`` builds one)."""
         return self.lifecycle.monitor
+
+    @property
+    def trial_reporter(self) -> TrialReporter | None:
+        """The batch-size trial this fit reports to (``None`` without a batch-size optimizer)."""
+        return self.lifecycle.trial_reporter
 
     @property
     def optimizers(self) -> list[TrainingProtocol]:
@@ -192,8 +197,6 @@ class ZeusCallback(Callback):
     # -- training events ---------------------------------------------------------------------------
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self.trial_reporter is not None:
-            self.trial_reporter.start()
         self._step_open = False
         self.lifecycle.begin_train()
 
@@ -226,11 +229,7 @@ class ZeusCallback(Callback):
         metrics = self.lifecycle.end_epoch()
         # Every rank holds the same job-wide value; "max" keeps it exact and silences the DDP warning.
         self._log(pl_module, metrics, progress=_PROG_BAR_KEYS)
-        if self.trial_reporter is not None and self.trial_reporter.epoch_end(
-            metrics[metric_key("time", "epoch")],
-            metrics[metric_key("energy", "epoch")],
-            trainer.callback_metrics,
-        ):
+        if self.lifecycle.report_epoch(metrics, trainer.callback_metrics):
             trainer.should_stop = True
 
     @override
@@ -323,12 +322,8 @@ class ZeusCallback(Callback):
         if not self.lifecycle.training:
             return
         self._step_open = False
-        try:
-            # After a failure other ranks may never get here: no collectives then.
-            totals = self.lifecycle.abort() if failed else self.lifecycle.end_train()
-        finally:
-            if self.trial_reporter is not None:
-                self.trial_reporter.end(failed=failed)
+        # After a failure other ranks may never get here: no collectives then.
+        totals = self.lifecycle.abort() if failed else self.lifecycle.end_train()
         if totals:
             for lg in trainer.loggers:
                 lg.log_metrics(totals, step=trainer.global_step)

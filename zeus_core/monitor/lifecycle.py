@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import weakref
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from zeus_core import console, distributed
 from zeus_core.callback import TrainingProtocol
@@ -31,6 +31,9 @@ from zeus_core.device.simulated import PhysicalModel, SimulatedGPU
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.monitor.training import STAGES, TrainingTracker, check_tracker_args, metric_key, stage_key
+
+if TYPE_CHECKING:
+    from zeus_core.optimizer.batch_size.trial_reporter import TrialReporter
 
 __all__ = ["TrainingLifecycle", "gpu_indices_of", "local_rank", "SIMULATABLE_GPUS"]
 
@@ -86,14 +89,19 @@ def _simulated_gpu(name: str) -> SimulatedGPU:
     return SimulatedGPU(getattr(PhysicalModel, model)())
 
 
-def _abort_tracker(tracker: TrainingTracker, who: str) -> None:
+def _abort_run(tracker: TrainingTracker, reporter: TrialReporter | None, who: str) -> None:
     """Finalizer of an open run: end it as failed so the optimizers restore GPU settings."""
-    if not tracker.in_train:
-        return
     try:
-        tracker.on_train_end(failed=True)
+        if tracker.in_train:
+            tracker.on_train_end(failed=True)
     except Exception:  # at exit or in garbage collection nothing can be raised to the user
         logger.exception("%s: ending an abandoned training run failed.", who)
+    finally:
+        if reporter is not None:
+            try:
+                reporter.end(failed=True)
+            except Exception:
+                logger.exception("%s: could not abandon the batch-size trial.", who)
 
 
 class TrainingLifecycle:
@@ -108,6 +116,9 @@ class TrainingLifecycle:
         verbose: Show per-epoch and end-of-run summaries on the console (rank zero).
         simulate: A GPU model (``"a40"``, ``"a100"``, ``"h100"``) to simulate when no GPU is
             found; its figures are marked ``simulated``.
+        trial_reporter: The batch-size trial of this run (see
+            :func:`~zeus_core.optimizer.batch_size.trial_reporter.trial_reporter`): started with the
+            run, ended with it (abandoned when the run fails or is left open).
 
     Raises:
         ZeusConfigError: A bad optimizer, step count or ``simulate`` name.
@@ -123,8 +134,10 @@ class TrainingLifecycle:
         include_validation: bool = False,
         verbose: bool = True,
         simulate: str | None = None,
+        trial_reporter: TrialReporter | None = None,
     ) -> None:
         self.who = who
+        self.trial_reporter = trial_reporter
         self.optimizers = check_tracker_args(who, optimizers, log_every_n_steps)
         if simulate is not None:
             _simulated_gpu(simulate)  # fail at construction, not inside the framework
@@ -236,9 +249,11 @@ class TrainingLifecycle:
         if tracker.in_train:
             self.abort()
         self.train_metrics = {}
+        if self.trial_reporter is not None:
+            self.trial_reporter.start()
         tracker.on_train_begin()
         # Guarantees on_train_end (and so the optimizers' restore) at garbage collection or exit.
-        self._finalizer = weakref.finalize(self, _abort_tracker, tracker, self.who)
+        self._finalizer = weakref.finalize(self, _abort_run, tracker, self.trial_reporter, self.who)
 
     def begin_epoch(self) -> None:
         """Open an epoch (no-op outside a run or inside an open epoch)."""
@@ -304,6 +319,8 @@ class TrainingLifecycle:
             tracker.on_train_end(failed=failed)
         finally:
             self.train_metrics = dict(tracker.train_metrics)
+            if self.trial_reporter is not None:
+                self.trial_reporter.end(failed=failed)
         if self.verbose and self.train_metrics:
             summary = _summary(self.train_metrics, metric_key, "train")
             if failed:
@@ -348,6 +365,19 @@ class TrainingLifecycle:
         return metrics
 
     # -- results ------------------------------------------------------------------------------------------
+    def report_epoch(self, epoch: dict[str, float], metrics: Any) -> bool:
+        """Report an epoch to the batch-size trial, if any; ``True`` means the server says stop.
+
+        Args:
+            epoch: The epoch's figures (from :meth:`end_epoch`).
+            metrics: The framework's latest metrics, holding the trial's validation metric.
+        """
+        if self.trial_reporter is None or not epoch:
+            return False
+        return self.trial_reporter.epoch_end(
+            epoch[metric_key("time", "epoch")], epoch[metric_key("energy", "epoch")], metrics
+        )
+
     def optimizer_metrics(self) -> dict[str, float]:
         """Every optimizer's ``metrics()`` (e.g. ``{"power/limit_w": 250.0}``), merged."""
         out: dict[str, float] = {}
