@@ -212,6 +212,14 @@ class TrainingLifecycle:
             self.monitor.close()
             self.monitor, self.tracker, self._own_monitor, self._sim_gpus = None, None, False, []
 
+    def fresh_run(self) -> None:
+        """Forget the counts of earlier runs (a new ``train()`` call that resumes nothing)."""
+        if self.training:
+            self.abort()
+        if self.tracker is not None and self.monitor is not None:
+            self.tracker = TrainingTracker(self.monitor, self.optimizers, self.log_every_n_steps)
+        self.epoch_history = []
+
     def require_tracker(self) -> TrainingTracker:
         """The tracker; raises a clear error when :meth:`setup` has not run."""
         if self.tracker is None:
