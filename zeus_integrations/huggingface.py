@@ -381,7 +381,8 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState):
     def _saved_state(self, state: TrainerState) -> dict[str, Any] | None:
         if self._resume_state is not None:
             return self._resume_state
-        stored = (state.stateful_callbacks or {}).get(type(self).__name__)
+        every: Any = state.stateful_callbacks or {}
+        stored = every.get(type(self).__name__) if isinstance(every, dict) else None
         if isinstance(stored, list):  # several callbacks of this class: ours is at our position
             trainer = self._trainer_ref()
             mine = (

@@ -185,7 +185,7 @@ class TrainingLifecycle:
 
     def _build_monitor(self, gpu_indices: list[int] | None, rank_on_machine: int | None) -> ZeusMonitor:
         rank = local_rank() if rank_on_machine is None else rank_on_machine
-        cpu_indices = None if rank == 0 else []  # one CPU/DRAM reader per machine
+        cpu_indices: list[int] | None = None if rank == 0 else []  # one CPU/DRAM reader per machine
         monitor = ZeusMonitor(gpu_indices=gpu_indices, cpu_indices=cpu_indices)
         if not monitor.gpus and self.simulate is not None:
             monitor.close()
