@@ -3,6 +3,7 @@
 * ``ZeusCallback`` — Lightning (``zeus_integrations.lightning``)
 * ``ZeusTrainerCallback`` — Hugging Face ``Trainer`` / TRL ``SFTTrainer`` (``zeus_integrations.huggingface``)
 * ``ZeusAccelerateHook`` and ``attach`` — plain Accelerate loops (``zeus_integrations.accelerate``)
+* ``ZeusFabricCallback`` — Lightning Fabric loops through ``fabric.call`` (``zeus_integrations.fabric``)
 * pipeline-parallel instruction hooks — ``zeus_integrations.pipeline``
 """
 
@@ -15,10 +16,12 @@ _EXPORTS: dict[str, str] = {
     "ZeusCallback": "zeus_integrations.lightning",
     "ZeusTrainerCallback": "zeus_integrations.huggingface",
     "ZeusAccelerateHook": "zeus_integrations.accelerate",
+    "ZeusFabricCallback": "zeus_integrations.fabric",
 }
 
 if TYPE_CHECKING:  # real types for editors and type checkers; run time stays lazy
     from zeus_integrations.accelerate import ZeusAccelerateHook
+    from zeus_integrations.fabric import ZeusFabricCallback
     from zeus_integrations.huggingface import ZeusTrainerCallback
     from zeus_integrations.lightning import ZeusCallback
 
