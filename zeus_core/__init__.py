@@ -34,6 +34,7 @@ _EXPORTS: dict[str, str] = {
     "Measurement": "zeus_core.monitor.measurement",
     "PowerMonitor": "zeus_core.monitor.power",
     "TrainingTracker": "zeus_core.monitor.training",
+    "TrainingLifecycle": "zeus_core.monitor.lifecycle",
     "PrometheusExporter": "zeus_core.monitor.prometheus",
     "MetricsServer": "zeus_core.monitor.prometheus",
     # power-limit optimizer
@@ -99,6 +100,7 @@ if TYPE_CHECKING:  # real types for editors and type checkers; run time stays la
     from zeus_core.monitor.measurement import Measurement
     from zeus_core.monitor.power import PowerMonitor
     from zeus_core.monitor.prometheus import MetricsServer, PrometheusExporter
+    from zeus_core.monitor.lifecycle import TrainingLifecycle
     from zeus_core.monitor.training import TrainingTracker
     from zeus_core.optimizer.batch_size.bandit import BatchSizeBandit
     from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
