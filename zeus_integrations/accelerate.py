@@ -38,8 +38,7 @@ if importlib.util.find_spec("accelerate") is None:  # pragma: no cover - exercis
 from zeus_core.callback import TrainingProtocol
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.monitor.lifecycle import TrainingLifecycle, gpu_indices_of
-from zeus_core.monitor.training import TrainingTracker
+from zeus_core.monitor.lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
 
 if TYPE_CHECKING:
     import torch
@@ -48,7 +47,7 @@ if TYPE_CHECKING:
 __all__ = ["ZeusAccelerateHook", "attach"]
 
 
-class ZeusAccelerateHook:
+class ZeusAccelerateHook(LifecycleResults):
     """Measures a plain Accelerate loop; build it with :func:`attach`.
 
     Metric keys (units in the name), logged with ``accelerator.log`` on the main process and kept
@@ -133,34 +132,9 @@ class ZeusAccelerateHook:
 
     # -- results --------------------------------------------------------------------------------------
     @property
-    def monitor(self) -> ZeusMonitor | None:
-        """The monitor measuring this process."""
-        return self.lifecycle.monitor
-
-    @property
-    def tracker(self) -> TrainingTracker | None:
-        """The lifecycle's tracker (after :meth:`attach`)."""
-        return self.lifecycle.tracker
-
-    @property
     def zeus_optimizers(self) -> list[TrainingProtocol]:
         """The protocol objects receiving every event."""
         return self.lifecycle.optimizers
-
-    @property
-    def epoch_history(self) -> list[dict[str, float]]:
-        """Every finished epoch's metrics (also those before a ``load_state``)."""
-        return self.lifecycle.epoch_history
-
-    @property
-    def stage_history(self) -> dict[str, list[dict[str, float]]]:
-        """Every evaluation's metrics, under ``"val"``."""
-        return self.lifecycle.stage_history
-
-    @property
-    def train_metrics(self) -> dict[str, float]:
-        """The whole run's metrics (empty before :meth:`end`)."""
-        return self.lifecycle.train_metrics
 
     @property
     def epoch_metrics(self) -> dict[str, float]:

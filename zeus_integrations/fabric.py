@@ -26,8 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from zeus_core.callback import TrainingProtocol
 from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.monitor.lifecycle import TrainingLifecycle, gpu_indices_of
-from zeus_core.monitor.training import TrainingTracker
+from zeus_core.monitor.lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
 
 if TYPE_CHECKING:
     from lightning.fabric import Fabric
@@ -35,7 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["ZeusFabricCallback"]
 
 
-class ZeusFabricCallback:
+class ZeusFabricCallback(LifecycleResults):
     """Measures a Lightning Fabric loop through ``fabric.call(...)``.
 
     With no ``monitor`` it measures the GPU of ``fabric.device`` and, on each machine's first
@@ -99,32 +98,6 @@ class ZeusFabricCallback:
         )
         self._fabric: Callable[[], Fabric | None] = lambda: None
         self._step_open = False
-
-    # -- results --------------------------------------------------------------------------------------
-    @property
-    def monitor(self) -> ZeusMonitor | None:
-        """The monitor measuring this process."""
-        return self.lifecycle.monitor
-
-    @property
-    def tracker(self) -> TrainingTracker | None:
-        """The lifecycle's tracker (after the first event)."""
-        return self.lifecycle.tracker
-
-    @property
-    def epoch_history(self) -> list[dict[str, float]]:
-        """Every finished epoch's metrics (also those before a ``fabric.load``)."""
-        return self.lifecycle.epoch_history
-
-    @property
-    def stage_history(self) -> dict[str, list[dict[str, float]]]:
-        """Every validation (``"val"``), test and predict stage's metrics."""
-        return self.lifecycle.stage_history
-
-    @property
-    def train_metrics(self) -> dict[str, float]:
-        """The whole run's metrics (empty before ``on_train_end``)."""
-        return self.lifecycle.train_metrics
 
     # -- set-up ---------------------------------------------------------------------------------------
     def setup(self, fabric: Fabric | None = None) -> None:

@@ -40,8 +40,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from zeus_core import console, distributed
 from zeus_core.callback import TrainingProtocol
 from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.monitor.lifecycle import TrainingLifecycle, gpu_indices_of
-from zeus_core.monitor.training import TrainingTracker
+from zeus_core.monitor.lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
 from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
 from zeus_core.optimizer.batch_size.trial_reporter import trial_reporter
 
@@ -73,7 +72,7 @@ logger = logging.getLogger(__name__)
 _SUMMARY_KEYS = frozenset({"train_runtime", "train_loss"})  # only in the Trainer's end-of-training log
 
 
-class ZeusTrainerCallback(TrainerCallback, ExportableState):
+class ZeusTrainerCallback(TrainerCallback, ExportableState, LifecycleResults):
     """Measures time and energy of a Hugging Face ``Trainer`` / TRL ``SFTTrainer`` run.
 
     With no arguments it measures the GPUs this process trains on (``args.device`` plus every GPU
@@ -166,34 +165,9 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState):
 
     # -- results ----------------------------------------------------------------------------------
     @property
-    def monitor(self) -> ZeusMonitor | None:
-        """The monitor measuring this process (``None`` until training or evaluation builds one)."""
-        return self.lifecycle.monitor
-
-    @property
     def optimizers(self) -> list[TrainingProtocol]:
         """The protocol objects receiving every event."""
         return self.lifecycle.optimizers
-
-    @property
-    def tracker(self) -> TrainingTracker | None:
-        """The tracker measuring the current or last run."""
-        return self.lifecycle.tracker
-
-    @property
-    def epoch_history(self) -> list[dict[str, float]]:
-        """Every finished epoch's metrics (also those before a checkpoint resume)."""
-        return self.lifecycle.epoch_history
-
-    @property
-    def stage_history(self) -> dict[str, list[dict[str, float]]]:
-        """Every evaluation (``"val"``) and prediction run's metrics."""
-        return self.lifecycle.stage_history
-
-    @property
-    def train_metrics(self) -> dict[str, float]:
-        """Totals of the last ``train()`` call (empty before it ends)."""
-        return self.lifecycle.train_metrics
 
     # -- binding to a trainer ------------------------------------------------------------------
     def attach(self, trainer: Trainer) -> ZeusTrainerCallback:

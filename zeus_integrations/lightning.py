@@ -37,7 +37,7 @@ from typing_extensions import override
 
 from zeus_core.callback import TrainingProtocol
 from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.monitor.lifecycle import TrainingLifecycle, gpu_indices_of
+from zeus_core.monitor.lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
 from zeus_core.monitor.training import metric_key
 from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
 from zeus_core.optimizer.batch_size.trial_reporter import TrialReporter, trial_reporter
@@ -48,7 +48,7 @@ _LEGACY_STATE_KEY = "zeus_suite.ZeusCallback"  # the key of every instance befor
 _PROG_BAR_KEYS = frozenset({metric_key("energy", "epoch"), metric_key("power", "epoch")})
 
 
-class ZeusCallback(Callback):
+class ZeusCallback(Callback, LifecycleResults):
     """Measures time and energy of every training epoch, evaluation stage and the whole fit.
 
     With no arguments it measures the GPU this process trains on (found from the trainer's root
@@ -140,11 +140,6 @@ class ZeusCallback(Callback):
 
     # -- results ------------------------------------------------------------------------------------
     @property
-    def monitor(self) -> ZeusMonitor | None:
-        """The monitor measuring this process (``None`` before ``setup`` builds one)."""
-        return self.lifecycle.monitor
-
-    @property
     def trial_reporter(self) -> TrialReporter | None:
         """The batch-size trial this fit reports to (``None`` without a batch-size optimizer)."""
         return self.lifecycle.trial_reporter
@@ -153,26 +148,6 @@ class ZeusCallback(Callback):
     def optimizers(self) -> list[TrainingProtocol]:
         """The protocol objects receiving every event."""
         return self.lifecycle.optimizers
-
-    @property
-    def tracker(self) -> Any:
-        """The lifecycle's :class:`~zeus_core.monitor.training.TrainingTracker` (after ``setup``)."""
-        return self.lifecycle.tracker
-
-    @property
-    def epoch_history(self) -> list[dict[str, float]]:
-        """Every finished epoch's metrics, also those before a checkpoint resume."""
-        return self.lifecycle.epoch_history
-
-    @property
-    def stage_history(self) -> dict[str, list[dict[str, float]]]:
-        """Every validation (``"val"``), test and predict run's metrics."""
-        return self.lifecycle.stage_history
-
-    @property
-    def train_metrics(self) -> dict[str, float]:
-        """The last fit's totals (empty before it ends)."""
-        return self.lifecycle.train_metrics
 
     # -- set-up -------------------------------------------------------------------------------------
     @property

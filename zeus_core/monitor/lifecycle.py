@@ -35,7 +35,7 @@ from zeus_core.monitor.training import STAGES, TrainingTracker, check_tracker_ar
 if TYPE_CHECKING:
     from zeus_core.optimizer.batch_size.trial_reporter import TrialReporter
 
-__all__ = ["TrainingLifecycle", "gpu_indices_of", "local_rank", "SIMULATABLE_GPUS"]
+__all__ = ["TrainingLifecycle", "LifecycleResults", "gpu_indices_of", "local_rank", "SIMULATABLE_GPUS"]
 
 logger = logging.getLogger(__name__)
 
@@ -436,6 +436,37 @@ class TrainingLifecycle:
         self.epoch_history = [dict(m) for m in state.get("epoch_history", [])]
         saved_stages = state.get("stage_history", {})
         self.stage_history = {s: [dict(m) for m in saved_stages.get(s, [])] for s in STAGES}
+
+
+class LifecycleResults:
+    """What every adapter shows of its :class:`TrainingLifecycle` (in ``self.lifecycle``), read-only."""
+
+    lifecycle: TrainingLifecycle
+
+    @property
+    def monitor(self) -> ZeusMonitor | None:
+        """The monitor measuring this process (``None`` until the adapter builds one)."""
+        return self.lifecycle.monitor
+
+    @property
+    def tracker(self) -> TrainingTracker | None:
+        """The tracker measuring the current or last run (after set-up)."""
+        return self.lifecycle.tracker
+
+    @property
+    def epoch_history(self) -> list[dict[str, float]]:
+        """Every finished epoch's metrics, also those before a checkpoint resume."""
+        return self.lifecycle.epoch_history
+
+    @property
+    def stage_history(self) -> dict[str, list[dict[str, float]]]:
+        """Every validation (``"val"``), test and predict run's metrics."""
+        return self.lifecycle.stage_history
+
+    @property
+    def train_metrics(self) -> dict[str, float]:
+        """The last run's totals (empty before it ends)."""
+        return self.lifecycle.train_metrics
 
 
 _STAGE_TITLE = {"val": "Validation", "test": "Test", "predict": "Prediction"}
