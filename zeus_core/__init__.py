@@ -97,10 +97,10 @@ if TYPE_CHECKING:  # real types for editors and type checkers; run time stays la
         ZeusWindowError,
     )
     from zeus_core.monitor.energy import WindowHandle, ZeusMonitor
+    from zeus_core.monitor.lifecycle import TrainingLifecycle
     from zeus_core.monitor.measurement import Measurement
     from zeus_core.monitor.power import PowerMonitor
     from zeus_core.monitor.prometheus import MetricsServer, PrometheusExporter
-    from zeus_core.monitor.lifecycle import TrainingLifecycle
     from zeus_core.monitor.training import TrainingTracker
     from zeus_core.optimizer.batch_size.bandit import BatchSizeBandit
     from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer

@@ -33,7 +33,6 @@ evaluation's metrics.
 
 from __future__ import annotations
 
-import logging
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -67,7 +66,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ZeusTrainerCallback"]
 
-logger = logging.getLogger(__name__)
 
 _SUMMARY_KEYS = frozenset({"train_runtime", "train_loss"})  # only in the Trainer's end-of-training log
 
