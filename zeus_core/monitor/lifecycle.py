@@ -178,6 +178,7 @@ class TrainingLifecycle:
         if self.monitor is None:
             self.monitor = self._build_monitor(gpu_indices, rank_on_machine)
             self._own_monitor = True
+            weakref.finalize(self, self.monitor.close)  # a monitor built here closes with the lifecycle
         self.tracker = TrainingTracker(self.monitor, self.optimizers, self.log_every_n_steps)
         if self._pending is not None:
             self._load(self._pending)
@@ -203,14 +204,6 @@ class TrainingLifecycle:
                 "0 J. For a simulated GPU pass simulate='a40' (or set ZEUS_SUITE_SIMULATE=a40).",
             )
         return monitor
-
-    def release(self) -> None:
-        """Close a monitor this lifecycle built (an open run is aborted first); ``setup`` rebuilds it."""
-        if self.training:
-            self.abort()
-        if self._own_monitor and self.monitor is not None:
-            self.monitor.close()
-            self.monitor, self.tracker, self._own_monitor, self._sim_gpus = None, None, False, []
 
     def fresh_run(self) -> None:
         """Forget the counts of earlier runs (a new ``train()`` call that resumes nothing)."""
