@@ -38,6 +38,7 @@ _EXPORTS: dict[str, str] = {
     "Measurement": "zeus_core.monitor.measurement",
     "PowerMonitor": "zeus_core.monitor.power",
     "TrainingTracker": "zeus_core.monitor.training",
+    "TrainingLifecycle": "zeus_core.monitor.lifecycle",
     "PrometheusExporter": "zeus_core.monitor.prometheus",
     "MetricsServer": "zeus_core.monitor.prometheus",
     # power-limit optimizer
@@ -104,6 +105,7 @@ if TYPE_CHECKING:  # real types for editors and type checkers; run time stays la
         ZeusWindowError,
     )
     from zeus_core.monitor.energy import WindowHandle, ZeusMonitor
+    from zeus_core.monitor.lifecycle import TrainingLifecycle
     from zeus_core.monitor.measurement import Measurement
     from zeus_core.monitor.power import PowerMonitor
     from zeus_core.monitor.prometheus import MetricsServer, PrometheusExporter
@@ -166,6 +168,7 @@ __all__ = [
     "SimulatedGPU",
     "Time",
     "TrainingCallback",
+    "TrainingLifecycle",
     "TrainingProtocol",
     "TrainingTracker",
     "VirtualClock",

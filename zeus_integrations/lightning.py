@@ -1,27 +1,27 @@
-"""Lightning adapter: ``Trainer(callbacks=[ZeusCallback()])`` measures every epoch and the whole fit.
+"""Lightning adapter: ``Trainer(callbacks=[ZeusCallback()])`` measures every epoch, stage and the fit.
 
-:class:`ZeusCallback` translates Lightning's hooks into the core training protocol and logs the
-results through Lightning's own logging; all measurement and cross-rank aggregation happens in
-:class:`~zeus_core.monitor.training.TrainingTracker`.
+:class:`ZeusCallback` maps Lightning's callback hooks onto a
+:class:`~zeus_core.monitor.lifecycle.TrainingLifecycle` (which holds all measurement, checkpoint
+and failure logic) and logs the results through Lightning's own logging:
 
-How Lightning's hooks map onto the protocol:
-
-* ``on_train_begin``: ``on_train_start`` (after the sanity check, so it is not counted).
-* ``on_epoch_begin`` / ``on_epoch_end``: ``on_train_epoch_start`` / ``on_train_epoch_end``.
-* ``on_step_begin``: ``on_train_batch_start`` of the first batch of an optimizer step;
-  ``on_step_end``: the ``on_train_batch_end`` after which ``trainer.global_step`` moved. So with
-  ``accumulate_grad_batches=k`` one step spans k batches (the last one of an epoch may be shorter).
-* ``on_train_end``: ``on_train_end``, or ``on_exception`` when the fit fails (exactly once).
-* Validation (``on_validation_start`` … ``on_validation_end``) pauses the training windows unless
-  ``include_validation=True``.
-* With a batch-size optimizer, each ``on_train_epoch_end`` (which Lightning calls after that
-  epoch's validation) reports the epoch and the validation metric, and sets
-  ``trainer.should_stop`` when the server says stop; the fit's end reports the trial's result.
+* ``on_train_start`` / ``on_train_end`` (or ``on_exception``, ``teardown``): the run, exactly once.
+* ``on_train_epoch_start`` / ``on_train_epoch_end``: an epoch.
+* ``on_train_batch_start`` opens an optimizer step; the ``on_train_batch_end`` after which
+  ``trainer.global_step`` moved closes it, counting as many steps as ``global_step`` moved. So
+  ``accumulate_grad_batches=k`` gives one step per k batches, and manual optimization with two
+  optimizers two steps per batch, exactly as ``global_step`` counts.
+* ``on_validation_epoch_*`` (inside ``fit`` and ``trainer.validate``), ``on_test_epoch_*`` and
+  ``on_predict_epoch_*``: stage windows logged under ``energy/val/...``, ``energy/test/...``,
+  ``energy/predict/...``; training figures exclude them unless ``include_validation=True``.
+  The sanity check is not measured.
+* ``state_dict`` / ``load_state_dict``: checkpoints (also ones saved mid-epoch, and old ones).
+* With a batch-size optimizer, each ``on_train_epoch_end`` (after that epoch's validation)
+  reports the epoch and the validation metric and sets ``trainer.should_stop`` when the server
+  says stop; the fit's end reports the trial's result.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Sequence
 
 try:
@@ -35,61 +35,55 @@ except ModuleNotFoundError as _e:  # pragma: no cover - exercised in a test with
     ) from _e
 from typing_extensions import override
 
-from zeus_core import distributed
 from zeus_core.callback import TrainingProtocol
-from zeus_core.exceptions import ZeusConfigError
 from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.monitor.training import TrainingTracker, check_tracker_args, metric_key
+from zeus_core.monitor.lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
+from zeus_core.monitor.training import metric_key
 from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
-from zeus_core.optimizer.batch_size.trial_reporter import trial_reporter
+from zeus_core.optimizer.batch_size.trial_reporter import TrialReporter, trial_reporter
 
 __all__ = ["ZeusCallback"]
 
-logger = logging.getLogger(__name__)
-
-_STATE_VERSION = 1
+_LEGACY_STATE_KEY = "zeus_suite.ZeusCallback"  # the key of every instance before per-config keys
 _PROG_BAR_KEYS = frozenset({metric_key("energy", "epoch"), metric_key("power", "epoch")})
 
 
-class ZeusCallback(Callback):
-    """Measures time and energy of every training epoch and of the whole fit.
+class ZeusCallback(Callback, LifecycleResults):
+    """Measures time and energy of every training epoch, evaluation stage and the whole fit.
 
     With no arguments it measures the GPU this process trains on (found from the trainer's root
     device; every visible GPU where the device type cannot tell) and, on the first process of each
     machine (local rank 0), the CPU packages and DRAM where readable. Under DDP each rank measures
     its own GPU and the logged figures are the job's: energy summed over ranks, time the longest.
+    Works with every launch mode: ``ddp``, ``ddp_spawn`` (the callback and a monitor it builds
+    travel to the spawned processes; read the logged metrics there), torchrun and SLURM.
 
     Logged metric keys (units in the name):
 
-    * each epoch, through ``pl_module.log`` (so every configured logger, ``trainer.callback_metrics``
-      and, for the first two, the progress bar get them): ``energy/epoch_j`` (J), ``power/avg_w``
-      (W), ``time/epoch_s`` (s), ``energy/epoch_<device>_j`` per device (J; ``gpu0``, ``cpu0``,
-      ``dram0``, or ``rank1_gpu0`` under DDP), ``simulated`` and ``estimated`` (1.0 or 0.0);
+    * each epoch, through ``pl_module.log`` (every logger, ``trainer.callback_metrics`` and, for
+      the first two, the progress bar): ``energy/epoch_j`` (J), ``power/avg_w`` (W),
+      ``time/epoch_s`` (s), ``energy/epoch_<device>_j`` per device (J; ``gpu0``, ``cpu0``,
+      ``dram0``, or ``rank1_gpu0`` under DDP), ``simulated`` and ``estimated`` (1.0 or 0.0), and
+      each optimizer's ``metrics()`` (e.g. ``power/limit_w``);
+    * each validation / test run (also in the results ``trainer.validate()``/``test()`` return)
+      and each prediction run (to ``trainer.loggers``): ``energy/<stage>/total_j``,
+      ``time/<stage>/total_s``, ``power/<stage>/avg_w``, ``energy/<stage>/<device>_j``;
     * every ``log_every_n_steps`` optimizer steps (optional), straight to ``trainer.loggers``:
       ``energy/step_j`` (J), ``time/step_s`` (s), ``power/step_avg_w`` (W);
     * when the fit ends (also when it fails), to ``trainer.loggers``: ``energy/train_j``,
       ``time/train_s``, ``power/train_avg_w``, ``energy/train_gpu_j``, ``energy/train_cpu_j``,
       ``energy/train_dram_j``.
 
-    The callback's state (totals so far and the optimizers' states) is saved in Lightning
-    checkpoints, so a fit resumed with ``ckpt_path=`` continues the totals and an optimizer that
-    already decided does not profile again.
-
-    With ``strategy="ddp_spawn"`` the hooks run in the spawned processes, so the callback object
-    of the launching process keeps no results: read the logged metrics there instead.
-
-    Batch-size optimization for recurring jobs: pass the client whose trial chose the batch size
-    (``batch_size = bso.get_batch_size()`` before building the data loader) and the name of the
-    validation metric its job's target is for. After every training epoch the callback reports
-    the trial's time, energy and that metric to the server, and stops the fit
-    (``trainer.should_stop``) when the server says so: target reached, cost past ``beta_knob`` ×
-    the best trial, or the job's ``max_epochs``. When the fit ends it reports the result
-    (converged when the last metric reached the target); a failed fit abandons the trial.
+    Each epoch's summary is shown on the console (rank zero; ``verbose=False`` or
+    ``ZEUS_SUITE_QUIET=1`` turn it off). The callback's state (totals, epoch history, the
+    optimizers' states) is saved in Lightning checkpoints under a key made from its configuration,
+    so a resumed fit continues the totals (and, from a mid-epoch checkpoint, the epoch).
 
     Args:
         optimizer: A training-protocol object (e.g.
             :class:`~zeus_core.optimizer.power_limit.GlobalPowerLimitOptimizer`) or a sequence of
-            them; every protocol event reaches them, steps being optimizer steps.
+            them; every protocol event reaches them, steps being optimizer steps. Their
+            ``on_train_end`` (which restores GPU settings) runs on every exit path.
         monitor: The monitor to read; default: one built in ``setup`` for this process's devices.
         log_every_n_steps: Also measure and log every N-th optimizer step (``None``: never).
         include_validation: Count validation time and energy in the training windows.
@@ -98,16 +92,18 @@ class ZeusCallback(Callback):
             to report every epoch to (``None``: none).
         metric_name: The logged validation metric the job's target is for (e.g. ``"val_acc"``);
             required with ``batch_size_optimizer``.
+        verbose: Show epoch and run summaries on the console.
+        simulate: Simulate this GPU model (``"a40"``, ``"a100"``, ``"h100"``) when no GPU is found.
 
     Raises:
         ZeusConfigError: ``log_every_n_steps`` is not positive, ``optimizer`` does not
-            implement the training protocol, or ``batch_size_optimizer`` comes without
-            ``metric_name`` (or the reverse).
+            implement the training protocol, ``simulate`` names no known GPU, or
+            ``batch_size_optimizer`` comes without ``metric_name`` (or the reverse).
 
     Example:
         >>> import lightning.pytorch as pl
         >>> from zeus_integrations.lightning import ZeusCallback
-        >>> zeus = ZeusCallback()
+        >>> zeus = ZeusCallback(simulate="a40")
         >>> trainer = pl.Trainer(max_epochs=2, callbacks=[zeus])
         >>> trainer.fit(model, datamodule)  # doctest: +SKIP
         >>> zeus.train_metrics["energy/train_j"]  # doctest: +SKIP
@@ -124,128 +120,92 @@ class ZeusCallback(Callback):
         prog_bar: bool = True,
         batch_size_optimizer: BatchSizeOptimizer | None = None,
         metric_name: str | None = None,
+        verbose: bool = True,
+        simulate: str | None = None,
     ) -> None:
-        optimizers = check_tracker_args("ZeusCallback", optimizer, log_every_n_steps)
-        self.trial_reporter = trial_reporter("ZeusCallback", batch_size_optimizer, metric_name)
-        self.optimizers = optimizers
-        self.monitor = monitor
-        self.log_every_n_steps = log_every_n_steps
-        self.include_validation = include_validation
+        self.lifecycle = TrainingLifecycle(
+            "ZeusCallback",
+            optimizer,
+            monitor=monitor,
+            log_every_n_steps=log_every_n_steps,
+            include_validation=include_validation,
+            verbose=verbose,
+            simulate=simulate,
+            trial_reporter=trial_reporter("ZeusCallback", batch_size_optimizer, metric_name),
+        )
         self.prog_bar = prog_bar
-        self.tracker: TrainingTracker | None = None
-        self.epoch_history: list[dict[str, float]] = []
-        self.train_metrics: dict[str, float] = {}
-        self._own_monitor = False
-        self._pending_state: dict[str, Any] | None = None
-        self._training = False
+        self._metric_name = metric_name
         self._step_open = False
         self._step_start = 0
+
+    # -- results ------------------------------------------------------------------------------------
+    @property
+    def trial_reporter(self) -> TrialReporter | None:
+        """The batch-size trial this fit reports to (``None`` without a batch-size optimizer)."""
+        return self.lifecycle.trial_reporter
+
+    @property
+    def optimizers(self) -> list[TrainingProtocol]:
+        """The protocol objects receiving every event."""
+        return self.lifecycle.optimizers
 
     # -- set-up -------------------------------------------------------------------------------------
     @property
     @override
     def state_key(self) -> str:
-        return "zeus_suite.ZeusCallback"
+        return self._generate_state_key(
+            optimizers=[type(o).__name__ for o in self.lifecycle.optimizers],
+            log_every_n_steps=self.lifecycle.log_every_n_steps,
+            include_validation=self.lifecycle.include_validation,
+            metric_name=self._metric_name,
+        )
 
     @override
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        if stage != "fit" or self.tracker is not None:
-            return
-        if self.monitor is None:
-            self.monitor = ZeusMonitor(
-                gpu_indices=_trained_gpus(trainer),
-                cpu_indices=None if trainer.local_rank == 0 else [],  # one CPU reader per machine
-            )
-            self._own_monitor = True
-            if not self.monitor.gpus and not self.monitor.cpus:
-                logger.warning(
-                    "ZeusCallback: no GPU or readable CPU energy counter on this process; "
-                    "energies will read 0 J."
-                )
-        self.tracker = TrainingTracker(self.monitor, self.optimizers, self.log_every_n_steps)
-        if self._pending_state is not None:
-            self.tracker.load_state_dict(self._pending_state)
-            self._pending_state = None
+        self.lifecycle.setup(_trained_gpus(trainer), rank_on_machine=trainer.local_rank)
 
     @override
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        if stage != "fit":
-            return
-        self._finish(trainer, failed=self._training)  # no-op unless the fit ended without on_train_end
-        if self._own_monitor and self.monitor is not None:
-            self.monitor.close()
+        if self.lifecycle.training:  # the fit ended without on_train_end or on_exception
+            self._finish(trainer, failed=True)
 
     # -- training events ---------------------------------------------------------------------------
     @override
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        tracker = self._require_tracker()
-        if self.trial_reporter is not None:
-            self.trial_reporter.start()
-        self.epoch_history = []
-        self.train_metrics = {}
         self._step_open = False
-        tracker.on_train_begin()
-        self._training = True
+        self.lifecycle.begin_train()
 
     @override
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self._training:
-            self._require_tracker().on_epoch_begin()
+        self.lifecycle.begin_epoch()
 
     @override
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        if self._training and not self._step_open:
+        if self.lifecycle.training and not self._step_open:
             self._step_open = True
             self._step_start = trainer.global_step
-            self._require_tracker().on_step_begin()
+            self.lifecycle.begin_step()
 
     @override
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        if self._training and self._step_open and trainer.global_step != self._step_start:
+        if self._step_open and trainer.global_step != self._step_start:
             self._end_step(trainer)
 
     @override
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if not self._training:
+        if not self.lifecycle.in_epoch:
             return
-        tracker = self._require_tracker()
-        if self._step_open:  # batches without an optimizer step (manual optimization): close them
+        if self._step_open:  # batches without an optimizer step: close them
             self._end_step(trainer)
-        tracker.on_epoch_end()
-        metrics = dict(tracker.epoch_metrics)
-        self.epoch_history.append(metrics)
-        for key, value in metrics.items():
-            # Every rank holds the same job-wide value; "max" keeps it exact and silences the DDP warning.
-            pl_module.log(
-                key,
-                value,
-                on_step=False,
-                on_epoch=True,
-                sync_dist=True,
-                reduce_fx="max",
-                batch_size=1,
-                prog_bar=self.prog_bar and key in _PROG_BAR_KEYS,
-            )
-        if self.trial_reporter is not None and self.trial_reporter.epoch_end(
-            metrics[metric_key("time", "epoch")],
-            metrics[metric_key("energy", "epoch")],
-            trainer.callback_metrics,
-        ):
+        metrics = self.lifecycle.end_epoch()
+        # Every rank holds the same job-wide value; "max" keeps it exact and silences the DDP warning.
+        self._log(pl_module, metrics, progress=_PROG_BAR_KEYS)
+        if self.lifecycle.report_epoch(metrics, trainer.callback_metrics):
             trainer.should_stop = True
-
-    @override
-    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self._training and not self.include_validation:
-            self._require_tracker().pause()
-
-    @override
-    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self._training and not self.include_validation:
-            self._require_tracker().resume()
 
     @override
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -257,72 +217,91 @@ class ZeusCallback(Callback):
     ) -> None:
         self._finish(trainer, failed=True)
 
+    # -- evaluation stages ---------------------------------------------------------------------------
+    def _begin_stage(self, trainer: pl.Trainer, stage: str) -> None:
+        if not trainer.sanity_checking:
+            self.lifecycle.begin_stage(stage)
+
+    @override
+    def on_validation_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._begin_stage(trainer, "val")
+
+    @override
+    def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not trainer.sanity_checking:
+            self._log(pl_module, self.lifecycle.end_stage("val"))
+
+    @override
+    def on_test_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._begin_stage(trainer, "test")
+
+    @override
+    def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._log(pl_module, self.lifecycle.end_stage("test"))
+
+    @override
+    def on_predict_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._begin_stage(trainer, "predict")
+
+    @override
+    def on_predict_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        metrics = self.lifecycle.end_stage("predict")
+        if metrics:  # Lightning allows no self.log() while predicting: straight to the loggers
+            for lg in trainer.loggers:
+                lg.log_metrics(metrics, step=trainer.global_step)
+                lg.save()
+
     # -- checkpointing -----------------------------------------------------------------------------
     @override
     def state_dict(self) -> dict[str, Any]:
         # Lightning calls this on every rank when it saves; the tracker gathers each rank's totals.
-        if self.tracker is None:
-            return dict(self._pending_state or {})
-        return {"version": _STATE_VERSION, "tracker": self.tracker.state_dict()}
+        return self.lifecycle.state_dict()
 
     @override
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        if state_dict.get("version") != _STATE_VERSION:
-            logger.warning(
-                "ZeusCallback checkpoint state has version %r (expected %d); loading what matches.",
-                state_dict.get("version"),
-                _STATE_VERSION,
-            )
-        tracker_state = state_dict.get("tracker", {})
-        if self.tracker is None:
-            self._pending_state = tracker_state
-        else:
-            self.tracker.load_state_dict(tracker_state)
+        self.lifecycle.load_state_dict(state_dict)
+
+    @override
+    def on_load_checkpoint(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        states = checkpoint.get("callbacks", {})
+        if self.state_key not in states and _LEGACY_STATE_KEY in states:  # saved before per-config keys
+            self.lifecycle.load_state_dict(states[_LEGACY_STATE_KEY])
 
     # -- helpers -------------------------------------------------------------------------------------
-    def _require_tracker(self) -> TrainingTracker:
-        if self.tracker is None:
-            raise ZeusConfigError(
-                "ZeusCallback was not set up: Lightning calls setup(stage='fit') before training. "
-                "Pass the callback to Trainer(callbacks=[...]) instead of calling its hooks directly."
+    def _log(
+        self, pl_module: pl.LightningModule, metrics: dict[str, float], progress: frozenset = frozenset()
+    ) -> None:
+        for key, value in metrics.items():
+            pl_module.log(
+                key,
+                value,
+                on_step=False,
+                on_epoch=True,
+                sync_dist=True,
+                reduce_fx="max",
+                batch_size=1,
+                prog_bar=self.prog_bar and key in progress,
             )
-        return self.tracker
 
     def _end_step(self, trainer: pl.Trainer) -> None:
         self._step_open = False
-        tracker = self._require_tracker()
-        tracker.on_step_end()
-        if tracker.step_metrics:
+        metrics = self.lifecycle.end_step(trainer.global_step - self._step_start)
+        if metrics:
             for lg in trainer.loggers:  # Lightning loggers write on global rank 0 only
-                lg.log_metrics(dict(tracker.step_metrics), step=trainer.global_step)
+                lg.log_metrics(metrics, step=trainer.global_step)
 
     def _finish(self, trainer: pl.Trainer, failed: bool) -> None:
-        """The one end-of-training path: runs the protocol's ``on_train_end`` exactly once."""
-        if not self._training:
+        """The one end-of-training path: the lifecycle ends the run exactly once."""
+        if not self.lifecycle.training:
             return
-        self._training = False
         self._step_open = False
-        tracker = self._require_tracker()
-        try:
-            # After a failure other ranks may never get here: no collectives then.
-            tracker.on_train_end(failed=failed)
-        finally:
-            if self.trial_reporter is not None:
-                self.trial_reporter.end(failed=failed)
-            self.train_metrics = dict(tracker.train_metrics)
-            if self.train_metrics:
-                for lg in trainer.loggers:
-                    lg.log_metrics(self.train_metrics, step=trainer.global_step)
-                if distributed.is_rank_zero() or failed:
-                    logger.info(
-                        "Training %s: %.1f J in %.2f s (%.1f W)%s%s",
-                        "failed after" if failed else "used",
-                        self.train_metrics[metric_key("energy", "train")],
-                        self.train_metrics[metric_key("time", "train")],
-                        self.train_metrics[metric_key("power", "train")],
-                        " on this rank" if failed and distributed.world_size() > 1 else "",
-                        " [simulated]" if self.train_metrics.get("simulated") else "",
-                    )
+        # After a failure other ranks may never get here: no collectives then.
+        totals = self.lifecycle.abort() if failed else self.lifecycle.end_train()
+        if totals:
+            for lg in trainer.loggers:
+                lg.log_metrics(totals, step=trainer.global_step)
 
 
 def _trained_gpus(trainer: pl.Trainer) -> list[int] | None:
@@ -331,12 +310,4 @@ def _trained_gpus(trainer: pl.Trainer) -> list[int] | None:
         device = trainer.strategy.root_device
     except Exception:  # strategies without a single root device (e.g. some model-parallel ones)
         return None
-    if device.type != "cuda":
-        from zeus_core.device.simulated import simulated_stand_in
-
-        return simulated_stand_in()  # [] unless ZEUS_SUITE_SIMULATE asks for a simulated GPU
-    if device.index is not None:
-        return [device.index]
-    import torch
-
-    return [torch.cuda.current_device()]
+    return gpu_indices_of([device])

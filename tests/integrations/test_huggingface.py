@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -70,7 +71,7 @@ class RecordingMonitor(ZeusMonitor):
 
     def __init__(self) -> None:
         super().__init__(gpus=[SimulatedGPU(PhysicalModel.a40(), busy=True)], cpu_indices=[])
-        self.ended: dict[str, list[Measurement]] = {"train": [], "epoch": [], "step": []}
+        self.ended: dict[str, list[Measurement]] = {"train": [], "epoch": [], "step": [], "stage": []}
 
     def end_window(self, name: str, sync_execution: bool = True, cancel: bool = False) -> Measurement:
         m = super().end_window(name, sync_execution, cancel)
@@ -108,9 +109,9 @@ def test_logged_energy_equals_measured_with_gradient_accumulation(tmp_path: Path
         model=model,
         args=args(tmp_path, gradient_accumulation_steps=2),
         train_dataset=dataset(10),
-        callbacks=[integration, zeus],
+        callbacks=[integration],
     )
-    assert zeus.trainer is trainer  # found when the Trainer announced on_init_end
+    assert zeus.attach(trainer) is zeus and zeus.trainer is trainer  # logs with Trainer.log from now on
     result = trainer.train()
 
     assert model.micro_batches == 10 and trainer.state.global_step == 6
@@ -187,7 +188,8 @@ def test_evaluation_time_is_excluded_unless_asked(tmp_path: Path, include_valida
         assert train_s < result.metrics["train_runtime"] - 0.8 * eval_time
 
 
-def test_failing_train_ends_protocol_once_with_attach(tmp_path: Path) -> None:
+def test_a_run_left_open_by_a_failing_train_ends_once_at_the_next_train_or_collection(tmp_path: Path) -> None:
+    """Transformers calls no hook when train() raises: the next train() or garbage collection ends the run."""
     monitor, protocol, integration = RecordingMonitor(), Protocol(), Integration()
     trainer = Trainer(
         model=TinyRegressor(fail_at=3),
@@ -200,24 +202,50 @@ def test_failing_train_ends_protocol_once_with_attach(tmp_path: Path) -> None:
     assert sum(cb is zeus for cb in trainer.callback_handler.callbacks) == 1
     with pytest.raises(RuntimeError, match="injected training failure"):
         trainer.train()
-    # Micro-batches 0, 1 make step 1; the failure comes inside step 2: no step_end, no epoch_end.
-    assert protocol.events == [
-        "train_begin",
-        "epoch_begin",
-        "step_begin",
-        "step_end",
-        "step_begin",
-        "train_end",
-    ]
-    assert monitor.open_windows == []
-    assert zeus.train_metrics["energy/train_j"] == pytest.approx(monitor.ended["train"][0].total_energy)
-    assert monitor.ended["epoch"] == []  # the broken epoch is not counted
+    # Micro-batches 0, 1 make step 1; the failure comes inside step 2.
+    assert protocol.events == ["train_begin", "epoch_begin", "step_begin", "step_end", "step_begin"]
+    assert zeus.lifecycle.training
 
-    # The same trainer trains again after a fix; the guard does not double up.
+    # The same trainer trains again after a fix: the failed run ends first, exactly once.
     trainer.model.fail_at = None
     trainer.train()
+    assert protocol.events[5:7] == ["train_end", "train_begin"]
     assert protocol.events.count("train_end") == 2 and protocol.events[-1] == "train_end"
+    assert len(monitor.ended["train"]) == 2 and len(monitor.ended["epoch"]) == 2  # broken epoch not counted
     assert entries(integration.logs, "energy/epoch_j")  # attach() logs through the trainer too
+    assert monitor.open_windows == []
+
+    # A failed run whose callback is dropped ends when it is collected.
+    gone = Protocol()
+    trainer = Trainer(
+        model=TinyRegressor(fail_at=1), args=args(tmp_path), train_dataset=dataset(4), callbacks=[]
+    )
+    trainer.add_callback(ZeusTrainerCallback(gone, monitor=monitor))
+    with pytest.raises(RuntimeError, match="injected training failure"):
+        trainer.train()
+    assert gone.events[-1] == "step_begin"
+    del trainer
+    gc.collect()
+    assert gone.events[-1] == "train_end" and monitor.open_windows == []
+
+
+@pytest.mark.slow
+def test_a_failing_train_restores_the_power_limit_before_the_process_exits(tmp_path: Path) -> None:
+    """``trainer.add_callback(...)``, a power-limit optimizer mid-profile, and an uncaught failure."""
+    out = tmp_path / "exit.json"
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).parent / "scripts" / "hf_failing_train.py"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert proc.returncode != 0 and "injected training failure" in proc.stderr
+    seen = json.loads(out.read_text())
+    assert seen["limit_during_training_w"] < seen["default_limit_w"]  # the optimizer was profiling
+    assert seen["limit_at_exit_w"] == seen["default_limit_w"]
+    assert seen["open_windows_at_exit"] == []
+    assert seen["events"][-1] == "train_end" and seen["events"].count("train_end") == 1
 
 
 def test_resume_from_checkpoint_continues_totals_and_optimizer_state(tmp_path: Path) -> None:
@@ -228,8 +256,9 @@ def test_resume_from_checkpoint_continues_totals_and_optimizer_state(tmp_path: P
     Trainer(model=TinyRegressor(), args=run, train_dataset=dataset(10), callbacks=[first]).train()
     ckpt = tmp_path / "checkpoint-2"
     saved = json.loads((ckpt / "trainer_state.json").read_text())["stateful_callbacks"]["ZeusTrainerCallback"]
-    rank0 = saved["attributes"]["_resume_state"]["ranks"][0]
-    assert rank0["steps_done"] == 2 and rank0["optimizers"] == [{"version": 1, "steps_seen": 2}]
+    tracker = saved["attributes"]["_resume_state"]["tracker"]
+    rank0 = tracker["ranks"][0]
+    assert tracker["steps_done"] == 2 and tracker["optimizers"] == [{"version": 1, "steps_seen": 2}]
     saved_j = rank0["energy_j"]["gpu0"]
     assert 0 < saved_j < first.train_metrics["energy/train_j"]
 
@@ -247,12 +276,7 @@ def test_resume_from_checkpoint_continues_totals_and_optimizer_state(tmp_path: P
     assert result.metrics["time/train_s"] == pytest.approx(rank0["time_s"] + train.time)
 
 
-def test_without_its_trainer_values_ride_on_the_next_log(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    import zeus_integrations.huggingface as hf
-
-    monkeypatch.setattr(hf, "_MAX_FRAMES", 0)  # as if Transformers called callbacks some other way
+def test_without_attach_entries_go_to_log_history(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     before, after = Integration(), Integration()
     zeus = ZeusTrainerCallback(monitor=RecordingMonitor())
     trainer = Trainer(
@@ -262,13 +286,35 @@ def test_without_its_trainer_values_ride_on_the_next_log(
         callbacks=[before, zeus, after],
     )
     result = trainer.train()
-    assert zeus.trainer is None and "could not find its Trainer" in caplog.text
-    assert not entries(before.logs, "energy/epoch_j") and not entries(
-        trainer.state.log_history, "energy/epoch_j"
-    )
-    (epoch_log,) = entries(after.logs, "energy/epoch_j")  # merged into the Trainer's own epoch log
-    assert "loss" in epoch_log and epoch_log["energy/epoch_j"] == zeus.epoch_history[0]["energy/epoch_j"]
+    assert zeus.trainer is None
+    (epoch_log,) = entries(trainer.state.log_history, "energy/epoch_j")
+    assert epoch_log["energy/epoch_j"] == zeus.epoch_history[0]["energy/epoch_j"]
+    assert epoch_log["step"] == 2 and epoch_log["epoch"] == 1.0
     assert result.metrics["energy/train_j"] == zeus.train_metrics["energy/train_j"] > 0
+    assert entries(after.logs, "energy/train_j")  # the summary dict carries the totals onwards
+
+
+def test_evaluate_and_predict_outside_train_are_measured(tmp_path: Path) -> None:
+    monitor = RecordingMonitor()
+    zeus = ZeusTrainerCallback(monitor=monitor)
+    trainer = Trainer(
+        model=TinyRegressor(eval_sleep_s=0.05),
+        args=args(tmp_path, per_device_eval_batch_size=2),
+        eval_dataset=dataset(6),
+        callbacks=[zeus],
+    )
+    evaluated = trainer.evaluate()  # 3 batches
+    predicted = trainer.predict(dataset(4))  # 2 batches
+    val, pred = monitor.ended["stage"]
+    assert evaluated["energy/val/total_j"] == pytest.approx(val.total_energy)
+    assert evaluated["time/val/total_s"] == pytest.approx(val.time) and val.time >= 3 * 0.05
+    assert predicted.metrics["energy/predict/total_j"] == pytest.approx(pred.total_energy)
+    assert predicted.metrics["time/predict/total_s"] >= 2 * 0.05
+    assert evaluated["simulated"] == 1.0 and zeus.stage_history["val"][0] == {
+        k: v for k, v in evaluated.items() if k in zeus.stage_history["val"][0]
+    }
+    assert entries(trainer.state.log_history, "energy/val/total_j")
+    assert zeus.train_metrics == {} and monitor.ended["train"] == [] and monitor.open_windows == []
 
 
 def test_rejects_bad_configuration() -> None:

@@ -77,7 +77,10 @@ def test_epochs_steps_and_logged_values_under_gradient_accumulation(tmp_path: Pa
     assert _csv_column(tmp_path, "time/epoch_s") == pytest.approx([0.8, 0.8])
     assert _csv_column(tmp_path, "energy/step_j") == pytest.approx([90.0, 90.0, 60.0] * 2)
     assert _csv_column(tmp_path, "energy/train_j") == pytest.approx([480.0])
-    assert _csv_column(tmp_path, "simulated") == [1.0] * 9  # 6 steps, 2 epochs, 1 fit
+    assert _csv_column(tmp_path, "simulated") == [1.0] * 11  # 6 steps, 2 validations, 2 epochs, 1 fit
+    # Each validation run has its own figures (2 batches), not counted in training.
+    assert _csv_column(tmp_path, "energy/val/total_j") == pytest.approx([60.0, 60.0])
+    assert [v["time/val/total_s"] for v in zeus.stage_history["val"]] == pytest.approx([0.2, 0.2])
     assert float(trainer.callback_metrics["energy/epoch_j"]) == pytest.approx(240.0)
     assert "energy/epoch_j" in trainer.progress_bar_metrics
 
@@ -106,7 +109,7 @@ def test_checkpoint_resume_continues_totals_and_optimizer_state(tmp_path: Path) 
     pl.Trainer(callbacks=[zeus, ckpt], **kwargs).fit(TinyModule(gpu), loader(8))
     assert zeus.train_metrics["energy/train_j"] == pytest.approx(4 * UNIT_ENERGY_J)
     checkpoint = torch.load(tmp_path / "ckpt" / "last.ckpt", weights_only=False)
-    saved = checkpoint["callbacks"]["zeus_suite.ZeusCallback"]
+    saved = checkpoint["callbacks"][zeus.state_key]
     assert saved["tracker"]["energy_j"] == {"gpu0": pytest.approx(4 * UNIT_ENERGY_J)}
     json.dumps(saved)  # JSON-safe
 

@@ -5,6 +5,7 @@ Also: failing devices, bad arguments and the hint when prometheus_client is miss
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import re
 import signal
@@ -15,6 +16,7 @@ import threading
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -68,6 +70,11 @@ def gpu_labels(i: int, name: str = SIM, simulated: str = "true") -> dict[str, st
     return {"gpu": str(i), "name": name, "simulated": simulated}
 
 
+def power_labels(i: int, name: str = SIM, simulated: str = "true") -> dict[str, str]:
+    """Labels of Zeus's power gauge (``index`` as in ``zeus.metric.PowerGauge``)."""
+    return {"index": str(i), "name": name, "simulated": simulated}
+
+
 @pytest.fixture
 def clock() -> VirtualClock:
     return VirtualClock(0.0)
@@ -93,8 +100,8 @@ def test_scrape_reads_energy_power_and_limit_at_scrape_time(
     first = scrape(exporter)
     assert value(first, "zeus_gpu_energy_joules_total", **gpu_labels(0)) == pytest.approx(10 * BUSY_W)
     assert value(first, "zeus_gpu_energy_joules_total", **gpu_labels(1)) == pytest.approx(10 * IDLE_W)
-    assert value(first, "zeus_gpu_power_watts", **gpu_labels(0)) == BUSY_W
-    assert value(first, "zeus_gpu_power_watts", **gpu_labels(1)) == IDLE_W
+    assert value(first, "power_monitor_gpu_power_watts", **power_labels(0)) == BUSY_W
+    assert value(first, "power_monitor_gpu_power_watts", **power_labels(1)) == IDLE_W
     assert value(first, "zeus_gpu_power_limit_watts", **gpu_labels(0)) == 300.0
     assert value(first, "zeus_gpu_power_limit_watts", **gpu_labels(1)) == 200.0
     cpu = {"cpu": "0", "name": "package-0", "simulated": "false"}
@@ -106,7 +113,7 @@ def test_scrape_reads_energy_power_and_limit_at_scrape_time(
     exporter.monitor.gpus[0].set_busy(False)
     second = scrape(exporter)
     assert value(second, "zeus_gpu_energy_joules_total", **gpu_labels(0)) == pytest.approx(15 * BUSY_W)
-    assert value(second, "zeus_gpu_power_watts", **gpu_labels(0)) == IDLE_W
+    assert value(second, "power_monitor_gpu_power_watts", **power_labels(0)) == IDLE_W
     assert value(second, "zeus_cpu_energy_joules_total", **cpu) == pytest.approx(CPU_ORIGIN_J + 50.0 * 15)
 
 
@@ -127,10 +134,11 @@ def test_gpus_without_an_energy_counter_get_no_energy_sample_on_the_nvml_backend
     after = scrape(exporter)
     a40 = gpu_labels(0, "NVIDIA A40", simulated="false")
     p100 = gpu_labels(1, "Tesla P100-PCIE-16GB", simulated="false")
+    p100_power = power_labels(1, "Tesla P100-PCIE-16GB", simulated="false")
     energy = "node_gpu_energy_joules_total"
     assert value(after, energy, **a40) - value(before, energy, **a40) == pytest.approx(4.0 * 250.0)  # 250 W
     assert ("node_gpu_energy_joules_total", frozenset(p100.items())) not in after
-    assert value(after, "node_gpu_power_watts", **p100) == pytest.approx(150.0)
+    assert value(after, "node_power_monitor_gpu_power_watts", **p100_power) == pytest.approx(150.0)
     assert value(after, "node_gpu_power_limit_watts", **p100) == pytest.approx(250.0)
     assert not any(name.startswith("zeus_") for name in names(after))  # the namespace is the prefix
     assert ("node_read_errors_total", frozenset({("device", "gpu1"), ("reading", "energy")})) not in after
@@ -149,9 +157,11 @@ def test_a_failing_device_read_is_left_out_counted_and_warned_once(
         first = scrape(exporter)
         second = scrape(exporter)
     for samples in (first, second):
-        assert value(samples, "zeus_gpu_power_watts", **gpu_labels(0)) == BUSY_W  # the rest is there
+        assert (
+            value(samples, "power_monitor_gpu_power_watts", **power_labels(0)) == BUSY_W
+        )  # the rest is there
         assert value(samples, "zeus_gpu_energy_joules_total", **gpu_labels(0)) == pytest.approx(2 * BUSY_W)
-        assert value(samples, "zeus_gpu_power_watts", **gpu_labels(1)) == BUSY_W
+        assert value(samples, "power_monitor_gpu_power_watts", **power_labels(1)) == BUSY_W
         assert value(samples, "zeus_gpu_power_limit_watts", **gpu_labels(1)) == 300.0
         assert ("zeus_gpu_energy_joules_total", frozenset(gpu_labels(1).items())) not in samples
         assert "zeus_cpu_energy_joules_total" not in names(samples)
@@ -172,17 +182,18 @@ def test_observe_puts_each_devices_window_energy_into_the_histogram(clock: Virtu
     exporter.observe("epoch", m2)
     s = scrape(exporter)
 
-    def labels(device: str, estimated: str = "false") -> dict[str, str]:
-        return {"window": "epoch", "device": device, "simulated": "true", "estimated": estimated}
+    def labels(index: int, estimated: str | None = "false") -> dict[str, str]:
+        out = {"window": "epoch", "index": str(index), "simulated": "true"}
+        return {**out, "estimated": estimated} if estimated else out
 
-    hist = "zeus_window_energy_joules"
-    assert value(s, f"{hist}_sum", **labels("gpu0")) == 2000.0
-    assert value(s, f"{hist}_count", **labels("gpu0")) == 2.0
-    assert value(s, f"{hist}_sum", **labels("gpu1", estimated="true")) == 100.0  # sampled-power estimate
-    assert value(s, f"{hist}_sum", **labels("cpu0")) == 300.0
-    assert value(s, f"{hist}_sum", **labels("dram0")) == 30.0
-    assert value(s, f"{hist}_bucket", le="1000.0", **labels("gpu0")) == 1.0  # 500 J only
-    assert value(s, f"{hist}_bucket", le="10000.0", **labels("gpu0")) == 2.0
+    hist = "energy_monitor_gpu_energy_joules"  # Zeus's EnergyHistogram names
+    assert value(s, f"{hist}_sum", **labels(0)) == 2000.0
+    assert value(s, f"{hist}_count", **labels(0)) == 2.0
+    assert value(s, f"{hist}_sum", **labels(1, estimated="true")) == 100.0  # sampled-power estimate
+    assert value(s, "energy_monitor_cpu_energy_joules_sum", **labels(0, None)) == 300.0
+    assert value(s, "energy_monitor_dram_energy_joules_sum", **labels(0, None)) == 30.0
+    assert value(s, f"{hist}_bucket", le="1000.0", **labels(0)) == 1.0  # 500 J only
+    assert value(s, f"{hist}_bucket", le="10000.0", **labels(0)) == 2.0
     assert value(s, "zeus_window_time_seconds_sum", window="epoch", simulated="true") == 6.0
     assert value(s, "zeus_window_time_seconds_count", window="epoch", simulated="true") == 2.0
 
@@ -197,9 +208,9 @@ def test_window_measures_a_block_and_observes_it_even_when_it_raises(
         clock.advance(1.0)
         raise RuntimeError("loss diverged")
     s = scrape(exporter)
-    gpu0 = {"window": "step", "device": "gpu0", "simulated": "true", "estimated": "false"}
-    assert value(s, "zeus_window_energy_joules_sum", **gpu0) == pytest.approx(3 * BUSY_W)
-    assert value(s, "zeus_window_energy_joules_count", **gpu0) == 2.0
+    gpu0 = {"window": "step", "index": "0", "simulated": "true", "estimated": "false"}
+    assert value(s, "energy_monitor_gpu_energy_joules_sum", **gpu0) == pytest.approx(3 * BUSY_W)
+    assert value(s, "energy_monitor_gpu_energy_joules_count", **gpu0) == 2.0
     assert value(s, "zeus_window_time_seconds_sum", window="step", simulated="true") == pytest.approx(3.0)
     assert exporter.monitor.open_windows == []
 
@@ -220,14 +231,14 @@ def test_serve_answers_get_metrics_over_http_and_close_frees_the_port(
     clock.advance(3.0)
     s = parse(get(server.url))
     assert value(s, "zeus_gpu_energy_joules_total", **gpu_labels(0)) == pytest.approx(3 * BUSY_W)
-    assert value(s, "zeus_gpu_power_watts", **gpu_labels(1)) == IDLE_W
+    assert value(s, "power_monitor_gpu_power_watts", **power_labels(1)) == IDLE_W
     clock.advance(1.0)  # a new scrape reads the devices again
     s = parse(get(server.url))
     assert value(s, "zeus_gpu_energy_joules_total", **gpu_labels(0)) == pytest.approx(4 * BUSY_W)
 
     with exporter.serve(0) as second:  # port 0: the OS picks one, reported on the server
         assert second.port not in (0, port)
-        assert "zeus_gpu_power_watts" in get(second.url)
+        assert "power_monitor_gpu_power_watts" in get(second.url)
     with pytest.raises(urllib.error.URLError):
         get(second.url)
 
@@ -300,11 +311,11 @@ def test_push_puts_the_metrics_to_the_pushgateway(
     pushed = parse(body)
     assert value(pushed, "zeus_gpu_energy_joules_total", **gpu_labels(0)) == pytest.approx(10 * BUSY_W)
     assert {
-        "zeus_gpu_power_watts",
+        "power_monitor_gpu_power_watts",
         "zeus_gpu_power_limit_watts",
         "zeus_cpu_energy_joules_total",
         "zeus_dram_energy_joules_total",
-        "zeus_window_energy_joules_sum",
+        "energy_monitor_gpu_energy_joules_sum",
     } <= names(pushed)
 
 
@@ -407,7 +418,7 @@ def test_cli_serves_metrics_until_sigterm() -> None:
         )
         assert match, first
         one, two = parse(get(match.group(1))), parse(get(match.group(1)))
-        assert value(one, "zeus_gpu_power_watts", **gpu_labels(0)) == BUSY_W
+        assert value(one, "power_monitor_gpu_power_watts", **power_labels(0)) == BUSY_W
         energy = [value(s, "zeus_gpu_energy_joules_total", **gpu_labels(0)) for s in (one, two)]
         assert 0 < energy[0] < energy[1]  # wall clock: the busy simulated GPU keeps drawing 300 W
         proc.send_signal(signal.SIGTERM)
@@ -434,3 +445,28 @@ def test_docstring_example_runs() -> None:
 
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_metrics_zeus_also_publishes_carry_zeus_names(exporter: PrometheusExporter) -> None:
+    """Names and window/index labels match the installed Zeus's zeus/metric.py, so Zeus dashboards work."""
+    spec = importlib.util.find_spec("zeus.metric")
+    if spec is None or spec.origin is None:
+        pytest.skip("Zeus (pip install zeus) is not installed")
+    zeus_source = Path(spec.origin).read_text()
+    zeus_names = set(re.findall(r'"((?:energy|power)_monitor_\w+)"', zeus_source))
+    assert zeus_names == {
+        "energy_monitor_gpu_energy_joules",
+        "energy_monitor_cpu_energy_joules",
+        "energy_monitor_dram_energy_joules",
+        "power_monitor_gpu_power_watts",
+    }
+    exporter.observe("epoch", Measurement(1.0, {0: 5.0}, {0: 1.0}, {0: 0.5}, frozenset(), simulated=True))
+    ours = names(scrape(exporter))
+    for name in zeus_names - {"power_monitor_gpu_power_watts"}:  # histograms in Zeus, here too
+        assert f"{name}_sum" in ours
+    assert "power_monitor_gpu_power_watts" in ours
+    samples = scrape(exporter)
+    assert (
+        "energy_monitor_gpu_energy_joules_count",
+        frozenset({("window", "epoch"), ("index", "0"), ("simulated", "true"), ("estimated", "false")}),
+    ) in samples

@@ -106,6 +106,15 @@ def _import_prometheus() -> Any:
     return prometheus_client
 
 
+def _zeus_prefix(namespace: str) -> str:
+    """Prefix of the metrics Zeus also publishes: none by default, so their names are Zeus's own.
+
+    Zeus (``zeus.metric``) names them without a namespace; a namespace other than the default
+    ``"zeus"`` prefixes them too, so two exporters can share one registry.
+    """
+    return "" if namespace in ("zeus", "") else f"{namespace}_"
+
+
 def _flag(value: bool) -> str:
     return "true" if value else "false"
 
@@ -127,6 +136,7 @@ class _DeviceCollector:
     def __init__(self, monitor: ZeusMonitor, namespace: str, families: Any) -> None:
         self._monitor = monitor
         self._prefix = f"{namespace}_" if namespace else ""
+        self._zeus = _zeus_prefix(namespace)
         self._core = families  # prometheus_client.metrics_core
         self._lock = threading.Lock()  # one scrape at a time: device reads need not be thread-safe
         self._names: dict[object, str] = {}  # device -> name label, once read
@@ -143,8 +153,11 @@ class _DeviceCollector:
                 labels=gpu,
                 unit="joules",
             ),
-            "gpu_power": gauge(
-                f"{p}gpu_power_watts", "GPU power draw when scraped, W.", labels=gpu, unit="watts"
+            "gpu_power": gauge(  # Zeus's PowerGauge name and index label
+                f"{self._zeus}power_monitor_gpu_power_watts",
+                "GPU power draw when scraped, W.",
+                labels=["index", "name", "simulated"],
+                unit="watts",
             ),
             "gpu_limit": gauge(
                 f"{p}gpu_power_limit_watts", "GPU power limit when scraped, W.", labels=gpu, unit="watts"
@@ -267,25 +280,31 @@ class PrometheusExporter:
     when Prometheus scrapes :meth:`serve`'s endpoint, with no background process, thread or
     sampling; :meth:`push` sends the same metrics to a Pushgateway for batch jobs.
 
-    Metrics (``zeus`` is ``namespace``; every device sample carries ``simulated="true"|"false"``):
+    Metrics that Zeus (``zeus.metric``) also publishes carry Zeus's names and ``window``/``index``
+    labels, so dashboards built for Zeus keep working; the others are prefixed with ``namespace``
+    (``zeus``). Every device sample carries ``simulated="true"|"false"``:
 
     - ``zeus_gpu_energy_joules_total{gpu,name,simulated}``: GPU energy counter, J (GPUs without a
       hardware counter have no sample: nothing is estimated at scrape time).
-    - ``zeus_gpu_power_watts{gpu,name,simulated}``: power draw when scraped, W.
+    - ``power_monitor_gpu_power_watts{index,name,simulated}`` (Zeus's name): power draw when
+      scraped, W.
     - ``zeus_gpu_power_limit_watts{gpu,name,simulated}``: power limit when scraped, W.
     - ``zeus_cpu_energy_joules_total{cpu,name,simulated}`` and
       ``zeus_dram_energy_joules_total{cpu,name,simulated}``: RAPL counters, J.
     - ``zeus_read_errors_total{device,reading}``: readings that failed and were left out.
-    - ``zeus_window_energy_joules{window,device,simulated,estimated}`` (histogram, J per device
-      ``gpu<i>``/``cpu<i>``/``dram<i>``; ``estimated="true"`` for energy integrated from sampled
-      power) and ``zeus_window_time_seconds{window,simulated}`` (histogram, s): one observation per
-      finished window passed to :meth:`observe` or measured by :meth:`window`.
+    - ``energy_monitor_gpu_energy_joules{window,index,simulated,estimated}``,
+      ``energy_monitor_cpu_energy_joules{window,index,simulated}`` and
+      ``energy_monitor_dram_energy_joules{window,index,simulated}`` (histograms, J; Zeus's names;
+      ``estimated="true"`` for energy integrated from sampled power) and
+      ``zeus_window_time_seconds{window,simulated}`` (histogram, s): one observation per finished
+      window passed to :meth:`observe` or measured by :meth:`window`.
 
     Args:
         monitor: The monitor whose ``gpus`` and ``cpus`` are read at each scrape.
         registry: Where the metrics are registered. ``None``: a new registry of this exporter's
             own (pass ``prometheus_client.REGISTRY`` to join the process-wide default one).
-        namespace: Prefix of every metric name (``""`` for none).
+        namespace: Prefix of the metric names Zeus does not publish (``""`` for none); any value
+            other than ``"zeus"`` and ``""`` also prefixes Zeus's names.
         energy_buckets_j: Upper bounds of the window-energy histogram buckets, J.
         time_buckets_s: Upper bounds of the window-time histogram buckets, s.
 
@@ -339,17 +358,20 @@ class PrometheusExporter:
         self._registered: list[Any] = []
         try:
             self._register(_DeviceCollector(monitor, namespace, prom.metrics_core))
-            self._energy = self._register(
-                prom.Histogram(
-                    "window_energy_joules",
-                    "Energy of a finished measurement window per device, J.",
-                    ["window", "device", "simulated", "estimated"],
-                    namespace=namespace,
-                    unit="joules",
-                    registry=None,
-                    buckets=energy_buckets,
+            # Zeus's EnergyHistogram names: one histogram per device kind, labels window and index.
+            self._energy = {
+                kind: self._register(
+                    prom.Histogram(
+                        f"{_zeus_prefix(namespace)}energy_monitor_{kind}_energy_joules",
+                        f"{kind.upper()} energy of a finished measurement window, J.",
+                        ["window", "index", "simulated", *(["estimated"] if kind == "gpu" else [])],
+                        unit="joules",
+                        registry=None,
+                        buckets=energy_buckets,
+                    )
                 )
-            )
+                for kind in ("gpu", "cpu", "dram")
+            }
             self._time = self._register(
                 prom.Histogram(
                     "window_time_seconds",
@@ -405,10 +427,10 @@ class PrometheusExporter:
         sim = _flag(measurement.simulated)
         for i, energy in measurement.gpu_energy.items():
             estimated = _flag(i in measurement.estimated_gpus)
-            self._energy.labels(window, f"gpu{i}", sim, estimated).observe(energy)
+            self._energy["gpu"].labels(window, str(i), sim, estimated).observe(energy)
         for kind, energies in (("cpu", measurement.cpu_energy), ("dram", measurement.dram_energy)):
             for i, energy in energies.items():
-                self._energy.labels(window, f"{kind}{i}", sim, "false").observe(energy)
+                self._energy[kind].labels(window, str(i), sim).observe(energy)
         self._time.labels(window, sim).observe(measurement.time)
 
     @contextmanager

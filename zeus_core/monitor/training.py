@@ -13,7 +13,10 @@ Metric keys (J, s, W) — see :func:`metric_key`:
   ``energy/epoch_<device>_j`` (``gpu0``, ``cpu0``, ``dram0``; ``rank1_gpu0`` under torch.distributed);
 * per logged step: ``energy/step_j``, ``time/step_s``, ``power/step_avg_w``;
 * for the whole run: ``energy/train_j``, ``time/train_s``, ``power/train_avg_w``,
-  ``energy/train_gpu_j``, ``energy/train_cpu_j``, ``energy/train_dram_j``.
+  ``energy/train_gpu_j``, ``energy/train_cpu_j``, ``energy/train_dram_j``;
+* per evaluation stage (``val``, ``test``, ``predict``; see :func:`stage_key`):
+  ``energy/<stage>/total_j``, ``time/<stage>/total_s``, ``power/<stage>/avg_w`` and per device
+  ``energy/<stage>/<device>_j``. Training figures exclude these stages unless asked.
 
 Every dictionary also holds ``simulated`` (1.0 when a simulated device was measured) and
 ``estimated`` (1.0 when some GPU energy came from sampled power).
@@ -31,11 +34,13 @@ from zeus_core.exceptions import ZeusConfigError
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.monitor.measurement import Measurement
 
-__all__ = ["TrainingTracker", "metric_key", "check_tracker_args"]
+__all__ = ["TrainingTracker", "metric_key", "stage_key", "check_tracker_args", "STAGES"]
 
 logger = logging.getLogger(__name__)
 
-_STATE_VERSION = 1
+_STATE_VERSION = 2  # 2: adds the running epoch's totals ("epoch_part")
+
+STAGES = ("val", "test", "predict")
 
 
 def metric_key(quantity: str, scope: str, device: str | None = None) -> str:
@@ -52,6 +57,20 @@ def metric_key(quantity: str, scope: str, device: str | None = None) -> str:
         return "power/avg_w" if scope == "epoch" else f"power/{scope}_avg_w"
     middle = f"{scope}_{device}" if device else scope
     return f"{quantity}/{middle}_{unit}"
+
+
+def stage_key(quantity: str, stage: str, device: str | None = None) -> str:
+    """Metric names of an evaluation stage (``"val"``, ``"test"``, ``"predict"``).
+
+    Args:
+        quantity: ``"energy"`` (J), ``"time"`` (s) or ``"power"`` (W).
+        stage: The stage, one of :data:`STAGES`.
+        device: A device label such as ``"gpu0"`` for per-device energy.
+    """
+    if quantity == "power":
+        return f"power/{stage}/avg_w"
+    unit = {"energy": "j", "time": "s"}[quantity]
+    return f"{quantity}/{stage}/{device or 'total'}_{unit}"
 
 
 def check_tracker_args(
@@ -108,6 +127,17 @@ class _Totals:
         self.estimated |= m.estimated
         self.simulated |= m.simulated
 
+    def merge(self, other: "_Totals") -> None:
+        """Add another sum (e.g. the part of an epoch run before a checkpoint resume)."""
+        self.time += other.time
+        for label, joules in other.devices.items():
+            self.devices[label] = self.devices.get(label, 0.0) + joules
+        self.estimated |= other.estimated
+        self.simulated |= other.simulated
+
+    def as_state(self) -> dict[str, Any]:
+        return {"time_s": self.time, "energy_j": dict(self.devices)}
+
 
 class TrainingTracker(TrainingCallback):
     """Measures a training run and forwards protocol events to optimizers.
@@ -141,12 +171,14 @@ class TrainingTracker(TrainingCallback):
         self.step_metrics: dict[str, float] = {}
         self.train_metrics: dict[str, float] = {}
         self._prior = _Totals()  # totals from before a checkpoint resume
+        self._epoch_part = _Totals()  # the resumed epoch's part run before its checkpoint
         self._train = _Totals()
         self._epoch = _Totals()
         self._paused = False
         self._in_train = False
         self._in_epoch = False
         self._step_open = False
+        self._stage_open = False
         self._segment = 0
 
     # -- window helpers ---------------------------------------------------------------------------
@@ -177,8 +209,51 @@ class TrainingTracker(TrainingCallback):
         """Whether counting is paused."""
         return self._paused
 
+    @property
+    def in_train(self) -> bool:
+        """Whether a training run is open (between ``on_train_begin`` and ``on_train_end``)."""
+        return self._in_train
+
+    @property
+    def in_epoch(self) -> bool:
+        """Whether an epoch is open."""
+        return self._in_epoch
+
+    # -- evaluation stages ------------------------------------------------------------------------
+    @property
+    def stage_open(self) -> bool:
+        """Whether an evaluation stage window is open."""
+        return self._stage_open
+
+    def begin_stage(self) -> None:
+        """Open the window of an evaluation stage (validation, test, predict); it is named at its end."""
+        if self._stage_open:
+            return
+        self._stage_open = True
+        self.monitor.begin_window(self._name("stage"))
+
+    def end_stage(self, stage: str, local: bool = False) -> dict[str, float]:
+        """Close the stage window and name its figures (see :func:`stage_key`).
+
+        Args:
+            stage: One of :data:`STAGES`.
+            local: This rank's own figures, without a collective (failure paths).
+
+        Returns:
+            The stage's metrics, summed over ranks; empty when no stage window was open.
+        """
+        if stage not in STAGES:
+            raise ZeusConfigError(f"end_stage({stage!r}): use one of {', '.join(STAGES)}.")
+        if not self._stage_open:
+            return {}
+        self._stage_open = False
+        totals = _Totals()
+        totals.add(self.monitor.end_window(self._name("stage")))
+        return self._metrics(totals, stage, local=local)
+
     # -- protocol -----------------------------------------------------------------------------------
     def on_train_begin(self) -> None:
+        """Open the run's window, then start the optimizers."""
         self._train = _Totals()
         self._paused = False
         self._segment += 1
@@ -187,9 +262,10 @@ class TrainingTracker(TrainingCallback):
         self.optimizers.on_train_begin()
 
     def on_epoch_begin(self) -> None:
+        """Open the epoch's window (a resumed epoch continues its sum)."""
         was_paused = self._paused
         self.resume()
-        self._epoch = _Totals()
+        self._epoch, self._epoch_part = self._epoch_part, _Totals()  # a resumed epoch continues its sum
         self.monitor.begin_window(self._name("epoch"))
         self._in_epoch = True
         if was_paused:
@@ -197,26 +273,36 @@ class TrainingTracker(TrainingCallback):
         self.optimizers.on_epoch_begin()
 
     def on_step_begin(self) -> None:
-        if (
-            self.log_every_n_steps
-            and (self.steps_done + 1) % self.log_every_n_steps == 0
-            and not self._paused
-        ):
+        """Open a step window when step figures are asked for."""
+        if self.log_every_n_steps and not self._paused and not self._step_open:
             self.monitor.begin_window(self._name("step"))
             self._step_open = True
         self.optimizers.on_step_begin()
 
-    def on_step_end(self) -> None:
+    def on_step_end(self, steps: int = 1) -> None:
+        """End the open step window.
+
+        Args:
+            steps: Optimizer steps the window held (manual optimization may run several per batch,
+                e.g. a GAN's two optimizers; ``0`` when the batch made none). Step figures are
+                made when the count passes a multiple of ``log_every_n_steps``.
+        """
         self.optimizers.on_step_end()
-        self.steps_done += 1
+        before = self.steps_done
+        self.steps_done += max(0, int(steps))
         self.step_metrics = {}
         if self._step_open:
             self._step_open = False
-            step = _Totals()
-            step.add(self.monitor.end_window(self._name("step")))
-            self.step_metrics = self._metrics(step, "step")
+            n = self.log_every_n_steps or 1
+            if self.steps_done // n != before // n:
+                step = _Totals()
+                step.add(self.monitor.end_window(self._name("step")))
+                self.step_metrics = self._metrics(step, "step")
+            else:
+                self.monitor.end_window(self._name("step"), cancel=True)
 
     def on_epoch_end(self) -> None:
+        """Close the epoch's window and make :attr:`epoch_metrics` (a collective)."""
         self.optimizers.on_epoch_end()
         if not self._in_epoch:
             return
@@ -225,14 +311,6 @@ class TrainingTracker(TrainingCallback):
             self._epoch.add(self.monitor.end_window(self._name("epoch")))
         self.epochs_done += 1
         self.epoch_metrics = self._metrics(self._epoch, "epoch")
-        logger.info(
-            "Epoch %d: %.1f J in %.2f s (%.1f W)%s",
-            self.epochs_done,
-            self.epoch_metrics["energy/epoch_j"],
-            self.epoch_metrics["time/epoch_s"],
-            self.epoch_metrics["power/avg_w"],
-            " [simulated]" if self.epoch_metrics["simulated"] else "",
-        )
 
     def on_train_end(self, failed: bool = False) -> None:
         """End the run (exactly once, also on failure).
@@ -244,30 +322,31 @@ class TrainingTracker(TrainingCallback):
         try:
             if self._in_train:
                 self._in_train = False
-                if self._step_open:
-                    self.monitor.end_window(self._name("step"), cancel=True)
-                    self._step_open = False
-                if self._in_epoch:  # training failed mid-epoch: close it without counting an epoch
-                    self._in_epoch = False
-                    if not self._paused:
-                        self.monitor.end_window(self._name("epoch"), cancel=True)
+                self._cancel_open_windows()
                 if not self._paused:
                     self._train.add(self.monitor.end_window(self._name("train")))
                 self._paused = False
                 total = _Totals()
-                for part in (self._prior, self._train):
-                    total.time += part.time
-                    for k, v in part.devices.items():
-                        total.devices[k] = total.devices.get(k, 0.0) + v
-                    total.estimated |= part.estimated
-                    total.simulated |= part.simulated
+                total.merge(self._prior)
+                total.merge(self._train)
                 self.train_metrics = self._metrics(total, "train", local=failed)
         finally:
             self.optimizers.on_train_end()
 
+    def _cancel_open_windows(self) -> None:
+        """Close step, stage and epoch windows without counting them (a run that ended early)."""
+        for scope, is_open in (("step", self._step_open), ("stage", self._stage_open)):
+            if is_open:
+                self.monitor.end_window(self._name(scope), cancel=True)
+        self._step_open = self._stage_open = False
+        if self._in_epoch:  # training failed mid-epoch: close it without counting an epoch
+            self._in_epoch = False
+            if not self._paused:
+                self.monitor.end_window(self._name("epoch"), cancel=True)
+
     # -- results -------------------------------------------------------------------------------------
     def _metrics(self, totals: _Totals, scope: str, local: bool = False) -> dict[str, float]:
-        """Sum over ranks and name the numbers. Every rank must call this at the same point (unless ``local``)."""
+        """Sum over ranks and name the numbers; every rank calls it at the same point (unless ``local``)."""
         world = 1 if local else distributed.world_size()
         if world > 1:
             gathered = distributed.all_gather_object(
@@ -281,10 +360,11 @@ class TrainingTracker(TrainingCallback):
             for label, joules in devices.items():
                 per_device[f"rank{rank}_{label}" if world > 1 else label] = joules
         energy = sum(per_device.values())
+        key = stage_key if scope in STAGES else metric_key
         out = {
-            metric_key("energy", scope): energy,
-            metric_key("time", scope): time_s,
-            metric_key("power", scope): energy / time_s if time_s > 0 else 0.0,
+            key("energy", scope): energy,
+            key("time", scope): time_s,
+            key("power", scope): energy / time_s if time_s > 0 else 0.0,
             "simulated": float(any(g[3] for g in gathered)),
             "estimated": float(any(g[2] for g in gathered)),
         }
@@ -293,32 +373,36 @@ class TrainingTracker(TrainingCallback):
                 out[metric_key("energy", scope, kind)] = sum(  # per device kind, J
                     (v for k, v in per_device.items() if k.split("_")[-1].startswith(kind)), 0.0
                 )
-        elif scope == "epoch":
+        elif scope != "step":
             for label, joules in per_device.items():
-                out[metric_key("energy", scope, label)] = joules
+                out[key("energy", scope, label)] = joules
         return out
 
     # -- checkpointing -------------------------------------------------------------------------------
+    def _live(self, scope: str) -> _Totals:
+        """The running window of ``scope`` so far (empty when paused or closed)."""
+        running = _Totals()
+        is_open = self._in_train if scope == "train" else self._in_epoch
+        if is_open and not self._paused:
+            running.add(self.monitor.read_window(self._name(scope)))
+        return running
+
     def state_dict(self) -> dict[str, Any]:
-        """JSON-safe state: totals so far and each optimizer's state (where it has one).
+        """JSON-safe state: totals so far, the running epoch's part, and each optimizer's state.
 
         Under torch.distributed every rank must call this at the same point: ``"ranks"`` holds every
         rank's own totals (each rank measures only its devices), so a resumed job adds each rank's
-        prior energy exactly once (see :meth:`load_state_dict`).
+        prior energy exactly once (see :meth:`load_state_dict`). A checkpoint saved inside an epoch
+        holds that epoch's figures so far, so a resumed fit continues the epoch.
         """
         done = _Totals()
-        for part in (self._prior, self._train):
-            done.time += part.time
-            for k, v in part.devices.items():
-                done.devices[k] = done.devices.get(k, 0.0) + v
-        if self._in_train and not self._paused:  # include the running window so far
-            live = self.monitor.read_window(self._name("train"))
-            running = _Totals()
-            running.add(live)
-            done.time += running.time
-            for k, v in running.devices.items():
-                done.devices[k] = done.devices.get(k, 0.0) + v
-        own = {"time_s": done.time, "energy_j": done.devices}
+        for part in (self._prior, self._train, self._live("train")):
+            done.merge(part)
+        epoch = _Totals()
+        if self._in_epoch:
+            epoch.merge(self._epoch)
+            epoch.merge(self._live("epoch"))
+        own = {**done.as_state(), "epoch_part": epoch.as_state() if self._in_epoch else None}
         ranks = distributed.all_gather_object(own) if distributed.world_size() > 1 else [own]
         return {
             "version": _STATE_VERSION,
@@ -333,9 +417,9 @@ class TrainingTracker(TrainingCallback):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from a :meth:`state_dict`: totals carry on; optimizers get their own state back."""
+        """Continue from a :meth:`state_dict` (any version): totals and a running epoch carry on."""
         version = state.get("version")
-        if version != _STATE_VERSION:
+        if version not in (1, _STATE_VERSION):
             logger.warning(
                 "TrainingTracker state has version %r (expected %d); loading what matches.",
                 version,
@@ -343,7 +427,7 @@ class TrainingTracker(TrainingCallback):
             )
         self.epochs_done = int(state.get("epochs_done", 0))
         self.steps_done = int(state.get("steps_done", 0))
-        self._prior = _prior_of_this_rank(state)
+        self._prior, self._epoch_part = _prior_of_this_rank(state)
         saved = state.get("optimizers", [])
         for opt, opt_state in zip(self.optimizers.callbacks, saved):
             if opt_state is not None and hasattr(opt, "load_state_dict"):
@@ -356,8 +440,17 @@ class TrainingTracker(TrainingCallback):
             )
 
 
-def _prior_of_this_rank(state: dict[str, Any]) -> _Totals:
-    """This rank's share of the totals in a checkpoint (J, s).
+def _totals_of(entries: list[dict[str, Any]]) -> _Totals:
+    totals = _Totals()
+    for entry in entries:
+        totals.time = max(totals.time, float(entry.get("time_s", 0.0)))
+        for label, joules in entry.get("energy_j", {}).items():
+            totals.devices[label] = totals.devices.get(label, 0.0) + float(joules)
+    return totals
+
+
+def _prior_of_this_rank(state: dict[str, Any]) -> tuple[_Totals, _Totals]:
+    """This rank's share of the totals in a checkpoint, and of its running epoch (J, s).
 
     Same world size: each rank continues its own totals. Otherwise the saved totals are merged
     into global rank 0 (per device label) and other ranks start from zero, so the job total is
@@ -376,9 +469,5 @@ def _prior_of_this_rank(state: dict[str, Any]) -> _Totals:
             world,
         )
         mine = entries if rank == 0 else []
-    prior = _Totals()
-    for entry in mine:
-        prior.time = max(prior.time, float(entry.get("time_s", 0.0)))
-        for label, joules in entry.get("energy_j", {}).items():
-            prior.devices[label] = prior.devices.get(label, 0.0) + float(joules)
-    return prior
+    parts = [e["epoch_part"] for e in mine if isinstance(e.get("epoch_part"), dict)]
+    return _totals_of(mine), _totals_of(parts)

@@ -76,8 +76,9 @@ def train(gpu: SimulatedGPU, out: str, resume: str | None = None) -> dict[str, A
         model=model,
         args=args,
         train_dataset=data,
-        callbacks=[integration, ZeusTrainerCallback(monitor=monitor)],
+        callbacks=[integration],
     )
+    ZeusTrainerCallback(monitor=monitor).attach(trainer)  # logs with Trainer.log: integrations see it
     result = trainer.train(resume_from_checkpoint=resume)
     return {
         "micro_batches": model.micro_batches,

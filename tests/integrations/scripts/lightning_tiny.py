@@ -51,8 +51,40 @@ class TinyModule(pl.LightningModule):
         x, y = batch
         self.log("val_loss", torch.nn.functional.mse_loss(self.layer(x), y))
 
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        self.gpu.run_steps(1)
+        x, y = batch
+        self.log("test_loss", torch.nn.functional.mse_loss(self.layer(x), y))
+
+    def predict_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        self.gpu.run_steps(1)
+        return self.layer(batch[0])
+
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+class TwoOptimizerModule(TinyModule):
+    """Manual optimization with two optimizers (like a GAN): two optimizer steps per batch."""
+
+    def __init__(self, gpu: SimulatedGPU) -> None:
+        super().__init__(gpu)
+        self.automatic_optimization = False
+        self.other = torch.nn.Linear(4, 1)
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        self.gpu.run_steps(1)
+        x, y = batch
+        for opt, layer in zip(self.optimizers(), (self.layer, self.other)):  # type: ignore[arg-type]
+            opt.zero_grad()
+            self.manual_backward(torch.nn.functional.mse_loss(layer(x), y))
+            opt.step()
+
+    def configure_optimizers(self) -> list[torch.optim.Optimizer]:  # type: ignore[override]
+        return [
+            torch.optim.SGD(self.layer.parameters(), lr=0.01),
+            torch.optim.SGD(self.other.parameters(), lr=0.01),
+        ]
 
 
 def loader(samples: int, batch_size: int = 2, seed: int = 0) -> DataLoader:
