@@ -19,17 +19,20 @@ _EXPORTS: dict[str, str] = {
     "ZeusTrainerCallback": "zeus_integrations.huggingface",
     "ZeusAccelerateHook": "zeus_integrations.accelerate",
     "ZeusFabricCallback": "zeus_integrations.fabric",
+    "HFGlobalPowerLimitOptimizer": "zeus_integrations.hf_power_limit",
 }
 
 if TYPE_CHECKING:  # real types for editors and type checkers; run time stays lazy
     from zeus_integrations.accelerate import ZeusAccelerateHook
     from zeus_integrations.fabric import ZeusFabricCallback
+    from zeus_integrations.hf_power_limit import HFGlobalPowerLimitOptimizer
     from zeus_integrations.huggingface import ZeusTrainerCallback
     from zeus_integrations.lightning import ZeusCallback
 
 # Written out (not computed from _EXPORTS) so that type checkers and editors read it: a name in
 # __all__ is re-exported for them. tests/core/test_typed_api.py keeps it equal to _EXPORTS.
 __all__ = [
+    "HFGlobalPowerLimitOptimizer",
     "ZeusAccelerateHook",
     "ZeusCallback",
     "ZeusFabricCallback",

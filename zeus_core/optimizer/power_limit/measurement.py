@@ -78,15 +78,22 @@ class PowerLimitMeasurement:
             object.__setattr__(self, name, float(getattr(self, name)))
         samples = self.steps if self.samples is None else self.samples
         object.__setattr__(self, "samples", samples)
+        finite = all(
+            math.isfinite(getattr(self, n))
+            for n in ("power_limit_w", "time_per_step_s", "energy_per_step_j", "time_var_s2", "energy_var_j2")
+        )
         if (
-            self.steps < 1
+            not finite
+            or self.power_limit_w <= 0
+            or self.steps < 1
             or self.time_per_step_s <= 0
             or self.energy_per_step_j < 0
             or self.num_gpus < 1
             or not 1 <= samples <= self.steps
         ):
             raise ZeusProfileError(
-                f"PowerLimitMeasurement at {self.power_limit_w} W: need steps >= 1, time > 0, energy >= 0, "
+                f"PowerLimitMeasurement at {self.power_limit_w} W: need a finite limit > 0 W, "
+                f"finite figures, steps >= 1, time > 0, energy >= 0, "
                 f"num_gpus >= 1 and 1 <= samples <= steps; got steps={self.steps}, "
                 f"time={self.time_per_step_s} s, energy={self.energy_per_step_j} J, "
                 f"num_gpus={self.num_gpus}, samples={self.samples}."
