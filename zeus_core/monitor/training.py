@@ -25,6 +25,7 @@ Every dictionary also holds ``simulated`` (1.0 when a simulated device was measu
 from __future__ import annotations
 
 import logging
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -170,6 +171,9 @@ class TrainingTracker(TrainingCallback):
         self.epoch_metrics: dict[str, float] = {}
         self.step_metrics: dict[str, float] = {}
         self.train_metrics: dict[str, float] = {}
+        # Step windows whose energy the monitor's background reader has not finalized yet (step count
+        # at their end, measurement): published once final, so a step never waits on the device.
+        self._pending_steps: deque[tuple[int, Measurement]] = deque()
         self._prior = _Totals()  # totals from before a checkpoint resume
         self._epoch_part = _Totals()  # the resumed epoch's part run before its checkpoint
         self._train = _Totals()
@@ -295,11 +299,30 @@ class TrainingTracker(TrainingCallback):
             self._step_open = False
             n = self.log_every_n_steps or 1
             if self.steps_done // n != before // n:
-                step = _Totals()
-                step.add(self.monitor.end_window(self._name("step")))
-                self.step_metrics = self._metrics(step, "step")
+                self._pending_steps.append((self.steps_done, self.monitor.end_window(self._name("step"))))
+                self.step_metrics = self._ready_step_metrics()
             else:
                 self.monitor.end_window(self._name("step"), cancel=True)
+
+    def _ready_step_metrics(self) -> dict[str, float]:
+        """Figures of the oldest step window whose energy is final, or ``{}`` while none is.
+
+        On real GPUs a window's energy is final up to one energy-counter period (~0.1 s) after it
+        ends, so step figures arrive that much later than their step, oldest first, each naming its
+        optimizer step in ``zeus/step``. Every rank takes the same decision (a collective when
+        distributed), since the figures are summed over ranks.
+        """
+        if not self._pending_steps:
+            return {}
+        ready = self._pending_steps[0][1].finalized
+        if distributed.world_size() > 1:
+            ready = distributed.all_reduce([1.0 if ready else 0.0], op="min")[0] > 0.0
+        if not ready:
+            return {}
+        steps, measurement = self._pending_steps.popleft()
+        step = _Totals()
+        step.add(measurement)
+        return {**self._metrics(step, "step"), "zeus/step": float(steps)}
 
     def on_epoch_end(self) -> None:
         """Close the epoch's window and make :attr:`epoch_metrics` (a collective)."""
@@ -322,6 +345,7 @@ class TrainingTracker(TrainingCallback):
         try:
             if self._in_train:
                 self._in_train = False
+                self._pending_steps.clear()  # steps of the last ~0.1 s: in the epoch and fit totals
                 self._cancel_open_windows()
                 if not self._paused:
                     self._train.add(self.monitor.end_window(self._name("train")))
