@@ -288,7 +288,7 @@ def _sidecar(csv_path: Path) -> dict:
         return {}
     try:
         meta = json.loads(meta_path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ZeusProfileError(
             f"{meta_path} (metadata of {csv_path.name}) cannot be read: {exc}. Fix or delete it."
         ) from exc
