@@ -14,8 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from zeus_core import GlobalPowerLimitOptimizer
-
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = Path(__file__).parent / "zeus_on_fake_gpu.py"
 
@@ -34,7 +32,7 @@ def run(example: str, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_only_the_imports_differ_from_zeus() -> None:
-    for example in ("zeus_power_limit_optimizer.py", "zeus_energy_monitoring.py"):
+    for example in ("zeus_power_limit_optimizer.py", "zeus_energy_monitoring.py", "zeus_huggingface_clm.py"):
         lines = (REPO / "examples" / example).read_text().splitlines()
         code = [line.strip() for line in lines if not line.strip().startswith("#")]
         assert not [line for line in code if line.startswith(("import zeus", "from zeus.", "from zeus "))]
@@ -54,10 +52,6 @@ def test_energy_monitoring_example_measures_windows() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    not hasattr(GlobalPowerLimitOptimizer, "metrics"),
-    reason="needs the power-limit optimizer that begins Zeus's loop implicitly (plo branch)",
-)
 def test_power_limit_optimizer_example_profiles_and_decides() -> None:
     proc = run(
         "zeus_power_limit_optimizer.py",
@@ -84,3 +78,27 @@ def test_power_limit_optimizer_example_runs_zeus_loop_to_the_end() -> None:
     proc = run("zeus_power_limit_optimizer.py", "--epochs", "2", "--samples", "128")
     assert len(re.findall(r"Top-1 accuracy: [\d.]+", proc.stdout)) == 2
     assert "Power limit at the end:" in proc.stdout
+
+
+@pytest.mark.slow
+def test_huggingface_example_profiles_decides_and_logs_the_limit() -> None:
+    proc = run(
+        "zeus_huggingface_clm.py",
+        "--max_steps",
+        "40",
+        "--warmup_steps",
+        "1",
+        "--profile_steps",
+        "2",
+        "--pl_step",
+        "50",
+        "--output_dir",
+        "out/test_zeus_huggingface_clm",
+    )
+    limit = float(re.search(r"Power limit chosen: (\d+) W", proc.stdout).group(1))  # type: ignore[union-attr]
+    assert 100 <= limit <= 300  # an A40 limit chosen through the Trainer callback
+    energy = float(re.search(r"Entire training: [\d.]+ s, ([\d.]+) J", proc.stdout).group(1))  # type: ignore[union-attr]
+    assert energy > 0
+    logged = re.search(r"Power limits logged: \[(.*)\]", proc.stdout).group(1)  # type: ignore[union-attr]
+    assert logged and all(100 <= float(w) <= 300 for w in logged.split(","))  # power/limit_w in log_history
+    assert "[zeus-suite] Power limit" in proc.stderr  # the decision reaches the console
