@@ -37,56 +37,17 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_ENERGY_BUCKETS_J: tuple[float, ...] = (
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    25.0,
-    50.0,
-    100.0,
-    250.0,
-    500.0,
-    1e3,
-    2.5e3,
-    5e3,
-    1e4,
-    2.5e4,
-    5e4,
-    1e5,
-    2.5e5,
-    5e5,
-    1e6,
-    2.5e6,
-    5e6,
-    1e7,
-)
+
+def _one_two_five(first: float, count: int) -> tuple[float, ...]:
+    """``count`` bucket bounds stepping 1, 2.5, 5 per decade from ``first`` (1, 2.5, 5, 10, 25, ...)."""
+    bounds = (first * m * 10**k for k in range(count // 3 + 1) for m in (1.0, 2.5, 5.0))
+    return tuple(float(f"{b:.6g}") for b in bounds)[:count]
+
+
+DEFAULT_ENERGY_BUCKETS_J: tuple[float, ...] = _one_two_five(1.0, 22)
 """Default upper bounds of the window-energy histogram buckets, J (a training step to a long run)."""
 
-DEFAULT_TIME_BUCKETS_S: tuple[float, ...] = (
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    25.0,
-    50.0,
-    100.0,
-    250.0,
-    500.0,
-    1e3,
-    2.5e3,
-    5e3,
-    1e4,
-    2.5e4,
-    5e4,
-    1e5,
-)
+DEFAULT_TIME_BUCKETS_S: tuple[float, ...] = _one_two_five(0.01, 22)
 """Default upper bounds of the window-time histogram buckets, s (10 ms to about a day)."""
 
 _INSTALL_HINT = "pip install 'zeus-suite[prometheus]'"
