@@ -126,8 +126,14 @@ def lp_plan(
     )
     a_ub = csr_array((vals, (rows, cols)), shape=(len(src) + len(s_rows), nvar))
     b_ub = np.concatenate([-tmax[src], target - tmax[dag.sinks]])
+    # Start-time windows from the all-fastest durations (earliest start, latest start for the
+    # target): they hold for every feasible plan, and they let HiGHS's presolve fix the critical
+    # instructions and cut the simplex work several times over on large pipelines.
+    fast = np.array([h[0][0] for h in hulls])
+    earliest = dag.earliest_finish(fast) - fast
     bounds = np.zeros((nvar, 2))
-    bounds[:n, 1] = np.inf
+    bounds[:n, 0] = earliest
+    bounds[:n, 1] = np.maximum(dag.latest_finish(fast, target) - fast, earliest)
     bounds[n:, 1] = lengths
     cost = np.concatenate([np.zeros(n), slopes])
     res = linprog(cost, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
