@@ -66,8 +66,18 @@ class PersistenceMixin:
     def _reuse_profile(self) -> None:
         assert self.profile_path is not None and self._job is not None
         profile = load_profile_on_every_rank(self.profile_path, self._job)
-        if profile is not None:
-            self._state = self._plan(profile.measurements, f"profile {str(self.profile_path)!r}")
+        source = f"profile {str(self.profile_path)!r}"
+        if (
+            profile is not None
+            and profile.optimal_power_limit_w is not None
+            and profile.selector == repr(self.optimum_selector)
+        ):
+            # The same selector already decided on these GPUs (perhaps when its step budget ran out,
+            # which re-planning from the measurements alone would not know): keep its decision.
+            self._measurements = sorted(profile.measurements, key=lambda m: -m.power_limit_w)
+            self._state = Done(profile.optimal_power_limit_w, f"reused from {source}: {profile.reason}")
+        elif profile is not None:
+            self._state = self._plan(profile.measurements, source)
         else:
             self._info("No profile at %r yet; it will be written there.", str(self.profile_path))
 

@@ -26,12 +26,12 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Mapping, Sequence
 
 from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
 
-__all__ = ["PowerLimitMeasurement", "EarlyStopping", "drop_stalls"]
+__all__ = ["PowerLimitMeasurement", "EarlyStopping", "drop_stalls", "relative_step_spread"]
 
 
 @dataclass(frozen=True)
@@ -199,6 +199,28 @@ class PowerLimitMeasurement:
         var = self.energy_var_j2 - 2.0 * p * self.covariance_js + p * p * self.time_var_s2
         return math.sqrt(max(var, 0.0) / self.steps) / self.time_per_step_s
 
+    def with_spread_floor(
+        self, time_rel_sd: float | None, energy_rel_sd: float | None
+    ) -> "PowerLimitMeasurement":
+        """This measurement with per-step variances at least those of the given relative spreads.
+
+        A few samples can show a spread far below the jitter the job really has (four samples
+        that happen to agree), which makes every test on them overconfident. The job-wide spread
+        (:func:`relative_step_spread` over every limit measured so far) is a floor: each
+        variance becomes ``max(own, (rel_sd · mean)²)``, and the covariance keeps its correlation.
+
+        Args:
+            time_rel_sd: Relative standard deviation of one step's time, or ``None`` (no floor).
+            energy_rel_sd: Relative standard deviation of one step's energy, or ``None``.
+        """
+        vt = max(self.time_var_s2, ((time_rel_sd or 0.0) * self.time_per_step_s) ** 2)
+        ve = max(self.energy_var_j2, ((energy_rel_sd or 0.0) * self.energy_per_step_j) ** 2)
+        if vt == self.time_var_s2 and ve == self.energy_var_j2:
+            return self
+        own = math.sqrt(self.time_var_s2 * self.energy_var_j2)
+        corr = self.covariance_js / own if own > 0 else 0.0
+        return replace(self, time_var_s2=vt, energy_var_j2=ve, covariance_js=corr * math.sqrt(vt * ve))
+
     def merge(self, other: "PowerLimitMeasurement") -> "PowerLimitMeasurement":
         """Pool two measurements of the same limit (e.g. a refinement visit) into one.
 
@@ -291,22 +313,34 @@ def drop_stalls(
     energies_j: Sequence[float],
     steps: Sequence[int],
     stall_ratio: float = 0.25,
+    step_spread: float | None = None,
 ) -> tuple[list[float], list[float], list[int]]:
     """The samples without stalls: those whose time per step is far above the visit's median.
 
     A stall (a data-loader hiccup, a checkpoint write, a garbage collection) makes a step slower
     whatever the power limit, so it says nothing about the limit and, pooled into a mean, can
-    flip a decision. A sample is a stall when its time per step exceeds the median by more than
-    ``stall_ratio`` of the median and by more than five robust standard deviations (1.4826 ×
-    the median absolute deviation), so ordinary jitter is never dropped. Only slow samples are
-    dropped (stalls never make steps faster), fewer than half of them (the median's breakdown
-    point), and only where there are at least three samples to take a median of.
+    flip a decision. A stalled step inside a sample of ``n`` steps raises the sample's time per
+    step by only ``1/n`` of the stall, so a sample is a stall when its time per step exceeds the
+    median by more than ``stall_ratio / n`` of the median and by more than five standard
+    deviations of a sample's time per step, so ordinary jitter is never dropped.
+
+    The spread comes from ``step_spread`` when given (the relative standard deviation of one
+    step's time, pooled over every limit measured so far: see :func:`relative_step_spread`),
+    which holds even when a visit has only a few samples and half of them stalled; the median
+    then starts from the faster half of the samples and is re-taken over the samples kept
+    until nothing changes. Without it, the spread
+    is the visit's own 1.4826 × median absolute deviation (one pass), and fewer than half of the
+    samples may go (the median's breakdown point). Only slow samples are dropped (stalls never
+    make steps faster), at least two are kept, and only where there are at least three samples
+    to take a median of.
 
     Args:
         times_s: Time of each sample, s.
         energies_j: Energy of each sample, J.
         steps: Steps in each sample.
-        stall_ratio: Smallest excess over the median time per step that counts as a stall (0.25: 25 %).
+        stall_ratio: Smallest excess of one step over the median time per step that counts as
+            a stall (0.25: 25 %).
+        step_spread: Relative standard deviation of one step's time (0.05: 5 %), or ``None``.
 
     Returns:
         The kept samples' times, energies and steps, in their order.
@@ -314,19 +348,68 @@ def drop_stalls(
     Example:
         >>> drop_stalls([1.0, 1.02, 0.98, 3.0, 1.01], [10, 10, 10, 11, 10], [1, 1, 1, 1, 1])[0]
         [1.0, 1.02, 0.98, 1.01]
+        >>> drop_stalls([5.0, 4.2, 3.9, 6.0, 4.1], [1.0] * 5, [5] * 5, step_spread=0.05)[0]  # 2 stalled
+        [4.2, 3.9, 4.1]
     """
     kept = (list(times_s), list(energies_j), list(steps))
     if len(times_s) < 3:
         return kept
     per_step = [t / n for t, n in zip(times_s, steps)]
-    median = statistics.median(per_step)
-    mad = statistics.median(abs(x - median) for x in per_step)
-    limit = median + max(stall_ratio * median, 5 * 1.4826 * mad)
-    stalls = [i for i, x in enumerate(per_step) if x > limit]
-    if not stalls or 2 * len(stalls) >= len(per_step):
+
+    def normal(center: float, spread: list[float]) -> list[int]:
+        return [
+            i
+            for i, (x, n) in enumerate(zip(per_step, steps))
+            if x <= center + max(stall_ratio * center / n, spread[i])
+        ]
+
+    if step_spread is None:
+        median = statistics.median(per_step)
+        mad = statistics.median(abs(x - median) for x in per_step)
+        keep = normal(median, [5 * 1.4826 * mad] * len(per_step))
+        if 2 * len(keep) <= len(per_step):
+            return kept
+    else:
+        # Stalls only slow samples down, so the centre starts from the faster half (a visit of
+        # four samples may hold two stalls) and is re-taken over the samples kept until it settles.
+        median = statistics.median(sorted(per_step)[: (len(per_step) + 1) // 2])
+        spread = [5 * step_spread / math.sqrt(n) for n in steps]
+        keep = []
+        for _ in range(len(per_step)):
+            found = normal(median, [median * s for s in spread])
+            if found == keep:
+                break
+            keep = found
+            median = statistics.median(per_step[i] for i in keep)
+        if len(keep) < 2:
+            return kept
+    if len(keep) == len(per_step):
         return kept
-    keep = [i for i in range(len(per_step)) if i not in stalls]
     return [times_s[i] for i in keep], [energies_j[i] for i in keep], [steps[i] for i in keep]
+
+
+def relative_step_spread(visits: Sequence[tuple[Sequence[float], Sequence[int]]]) -> float | None:
+    """Relative standard deviation of one step's time, pooled over visits (robust), or ``None``.
+
+    Each visit's samples (times s, steps) give the deviations ``√n·|x/median − 1|`` of their
+    times per step ``x``; the estimate is 1.4826 × their median (a median absolute deviation,
+    which stalls barely move). Jitter is relative, so visits at different limits pool. ``None``
+    with fewer than eight deviations.
+
+    Example:
+        >>> round(relative_step_spread([([1.0, 1.1, 0.9, 1.0], [1] * 4)] * 3), 4)
+        0.1483
+    """
+    devs = []
+    for times, steps in visits:
+        if len(times) < 3:
+            continue
+        per_step = [t / n for t, n in zip(times, steps)]
+        median = statistics.median(per_step)
+        if median <= 0:  # e.g. energies of short samples that a coarse counter read as 0 J
+            continue
+        devs.extend(math.sqrt(n) * abs(x / median - 1.0) for x, n in zip(per_step, steps))
+    return 1.4826 * statistics.median(devs) if len(devs) >= 8 else None
 
 
 def _t_central(t: float, dof: int) -> float:

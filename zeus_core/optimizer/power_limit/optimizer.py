@@ -15,7 +15,12 @@ from zeus_core.device.base import GPU, PowerLimitConstraints
 from zeus_core.exceptions import ZeusConfigError, ZeusPermissionError
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.optimizer.power_limit._persistence import PersistenceMixin
-from zeus_core.optimizer.power_limit.measurement import EarlyStopping, PowerLimitMeasurement, drop_stalls
+from zeus_core.optimizer.power_limit.measurement import (
+    EarlyStopping,
+    PowerLimitMeasurement,
+    drop_stalls,
+    relative_step_spread,
+)
 from zeus_core.optimizer.power_limit.planner import (
     Action,
     ActionKind,
@@ -323,6 +328,9 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
         self._steps_used = 0
         self._begun = False
         self._rejected: dict[float, int] = {}
+        # Every finished visit's samples (times s, energies J, steps): the job-wide jitter that
+        # stall detection and the intervals judge a visit's few samples by.
+        self._visit_samples: list[tuple[tuple[float, ...], tuple[float, ...], tuple[int, ...]]] = []
 
     # -- public read-only views ------------------------------------------------------------------
     @property
@@ -614,27 +622,37 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
 
     def _summarize(self, state: Profiling) -> PowerLimitMeasurement:
         """The visit's measurement from its samples, stalls dropped (:func:`.measurement.drop_stalls`)."""
-        times, energies, counts = drop_stalls(state.times_s, state.energies_j, state.sample_steps)
+        spread = relative_step_spread([(t, n) for t, _, n in self._visit_samples])
+        times, energies, counts = drop_stalls(
+            state.times_s, state.energies_j, state.sample_steps, step_spread=spread
+        )
         return PowerLimitMeasurement.from_samples(
             state.power_limit_w, times, energies, self._num_gpus(), steps=counts
         )
+
+    def _judged(self, measurements: Sequence[PowerLimitMeasurement]) -> list[PowerLimitMeasurement]:
+        """The measurements as the rules judge them, with the job-wide jitter as a spread floor.
+
+        A few samples may agree by chance, and the first limits were measured before any pooled
+        figure existed, so each measurement's own spread is raised to the job's where it is lower.
+        """
+        time_sd = relative_step_spread([(t, n) for t, _, n in self._visit_samples])
+        energy_sd = relative_step_spread([(e, n) for _, e, n in self._visit_samples])
+        return [m.with_spread_floor(time_sd, energy_sd) for m in measurements]
 
     def _measured_enough(self, state: Profiling) -> bool:
         rule = self.early_stopping
         assert rule is not None
         partial = self._summarize(state)
         prior = self._measured(state.power_limit_w) if state.refine else None
-        return measured_enough(
-            prior.merge(partial) if prior is not None else partial,
-            self._measurements,
-            self.optimum_selector,
-            rule,
-        )
+        (current,) = self._judged([prior.merge(partial) if prior is not None else partial])
+        return measured_enough(current, self._judged(self._measurements), self.optimum_selector, rule)
 
     def _finish_limit(self, state: Profiling) -> State:
         limit = state.power_limit_w
         prior = self._measured(limit) if state.refine else None
         m = self._summarize(state)
+        self._visit_samples.append((state.times_s, state.energies_j, state.sample_steps))
         if self._impossible(m):
             return self._reject(m, state.refine)
         self._warn_if_too_few_samples(prior.merge(m) if prior is not None else m)
@@ -646,6 +664,8 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
             m = prior.merge(m)
             self._measurements = [m if old.power_limit_w == limit else old for old in self._measurements]
             self._info("Refined %s%s", m.describe(), self._tag())
+        # Stored with the floor, so a profile file or checkpoint resumes with the same verdicts.
+        self._measurements = self._judged(self._measurements)
         return self._follow(self._next_action(self._measurements), first_refine=prior is None)
 
     def _follow(self, action: Action, first_refine: bool = False) -> State:
@@ -736,7 +756,11 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
         if not candidates:
             return Action(ActionKind.DONE, self.power_limits[0], "every limit's measurement was impossible")
         action = next_action(
-            measurements, candidates, self.optimum_selector, self.early_stopping, self.profile_steps
+            self._judged(measurements),
+            candidates,
+            self.optimum_selector,
+            self.early_stopping,
+            self.profile_steps,
         )
         rule = self.early_stopping
         shortest_visit = self.warmup_steps + (rule.min_steps if rule is not None else 1)
