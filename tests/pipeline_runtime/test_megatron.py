@@ -99,3 +99,14 @@ def test_interleaved_plan_slows_the_light_chunks(out: Path) -> None:
     assert r0["plan"] == r1["plan"]
     rows = {(r["stage"], r["chunk"]): r["forward"] + r["backward"] for r in r0["plan"]["frequencies_mhz"]}
     assert mean(rows[(0, 0)] + rows[(0, 1)]) < mean(rows[(1, 0)] + rows[(1, 1)])
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_interleaved_order_with_tuned_microbatch_groups_is_the_planners(out: Path, rank: int) -> None:
+    # microbatch_group_size_per_vp_stage=3 with 5 microbatches: groups {0,1,2} and {3,4} per chunk.
+    rep = report(out, "megatron-grouped", rank)
+    assert rep["schedule"] == "interleaved-1f1b"
+    seen = _chunk_sequence({"instructions": [[k, mb, None, v] for k, mb, v in rep["order"]]}, rank)
+    assert seen == [
+        i.short_name for i in interleaved_1f1b(2, 5, 2, microbatch_group_size=3).stage_orders[rank]
+    ]

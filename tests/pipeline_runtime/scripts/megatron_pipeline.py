@@ -7,7 +7,9 @@ Phases (each rank writes ``<phase>-rank<r>.json``):
   model chunks 0 and 1 of rank r being virtual stages r and r + 2; 1 and 3 do twice the work.
 
 Each profiles two clocks, plans, and applies (1 discovery + 2 profiling + 2 applying iterations),
-then makes one forward-only call (evaluation, ignored).
+then makes one forward-only call (evaluation, ignored). Then ``megatron-grouped`` records the
+instruction order of one interleaved iteration of 5 microbatches in groups of 3
+(``microbatch_group_size_per_vp_stage=3``), Megatron-core's tunable order.
 Usage: python -m torch.distributed.run --nproc-per-node 2 megatron_pipeline.py OUT_DIR
 """
 
@@ -63,7 +65,34 @@ def forward_step_func(data_iterator: Any, module: Stage) -> tuple[torch.Tensor, 
     return out, loss_func
 
 
-def run(phase: str, out: str, chunks: int) -> None:
+class OrderRecorder:
+    """An InstructionListener that records ``(kind, microbatch, virtual stage)`` of each instruction."""
+
+    def __init__(self) -> None:
+        self.order: list[tuple[str, int | None, int | None]] = []
+        self.schedule: str | None = None
+
+    def set_pipeline(self, stage: int, num_stages: int, schedule: str | None = None, **kwargs: Any) -> None:
+        self.schedule = schedule
+
+    def begin_iteration(self) -> None:
+        self.order.clear()
+
+    def end_iteration(self, failed: bool = False) -> None:
+        pass
+
+    def begin_instruction(
+        self, kind: Any, microbatch: int | None = None, virtual_stage: int | None = None
+    ) -> None:
+        self.order.append((str(getattr(kind, "value", kind)), microbatch, virtual_stage))
+
+    def end_instruction(self, kind: Any, microbatch: int | None = None, failed: bool = False) -> None:
+        pass
+
+
+def run(
+    phase: str, out: str, chunks: int, microbatches: int = MICROBATCHES, group: int | None = None
+) -> None:
     from megatron.core import parallel_state
     from megatron.core.model_parallel_config import ModelParallelConfig
     from megatron.core.pipeline_parallel import schedules
@@ -79,13 +108,15 @@ def run(phase: str, out: str, chunks: int) -> None:
     )
     config.hidden_size = HIDDEN
     config.fine_grained_activation_offloading = False
+    if group is not None:
+        config.microbatch_group_size_per_vp_stage = group
     torch.manual_seed(rank)
     model = [
         Stage(config, work(gpu, FORWARD_S[c * 2 + rank]), rank == 0 and c == 0, c if vpp else None)
         for c in range(chunks)
     ]
     optimizer = torch.optim.SGD([p for m in model for p in m.parameters()], lr=0.01)
-    data = [(torch.randn(SEQ, MICRO, HIDDEN), torch.randn(SEQ, MICRO, HIDDEN)) for _ in range(MICROBATCHES)]
+    data = [(torch.randn(SEQ, MICRO, HIDDEN), torch.randn(SEQ, MICRO, HIDDEN)) for _ in range(microbatches)]
 
     def call(forward_only: bool = False) -> None:
         iterators = [iter(data) for _ in model]
@@ -93,12 +124,19 @@ def run(phase: str, out: str, chunks: int) -> None:
             forward_step_func=forward_step_func,
             data_iterator=iterators if vpp else iterators[0],
             model=model,
-            num_microbatches=MICROBATCHES,
+            num_microbatches=microbatches,
             seq_length=SEQ,
             micro_batch_size=MICRO,
             forward_only=forward_only,
         )
 
+    if group is not None:  # one iteration, its order only
+        recorder = OrderRecorder()
+        with zeus_megatron.attach(recorder):
+            call()
+        dump(out, phase, {"schedule": recorder.schedule, "order": recorder.order})
+        parallel_state.destroy_model_parallel()
+        return
     original = (schedules.forward_step, schedules.backward_step, schedules.get_forward_backward_func())
     runtime = PerseusRuntime(
         gpu,
@@ -130,6 +168,7 @@ def main(out: str) -> None:
     torch.distributed.init_process_group("gloo")
     run("megatron", out, chunks=1)
     run("megatron-interleaved", out, chunks=2)
+    run("megatron-grouped", out, chunks=2, microbatches=5, group=3)
     torch.distributed.barrier()  # no rank tears gloo down while another still reads the last collective
     torch.distributed.destroy_process_group()
 
