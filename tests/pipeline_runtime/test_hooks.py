@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO_ROOT
+from zeus_core import console
 from zeus_core.exceptions import ZeusConfigError, ZeusNotSupportedError
 from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind
 from zeus_integrations.pipeline import Attachment, patch_attribute, wrap_instruction, wrap_iteration
@@ -225,7 +226,9 @@ def test_megatron_interleaved_names_each_backward_by_the_forward_that_made_its_o
     def backward_step(input_tensor: Any, output_tensor: Any, output_tensor_grad: Any, *rest: Any) -> str:
         return f"grad of {output_tensor[0]}"
 
-    def interleaved(*, forward_only: bool = False, **kwargs: Any) -> list[str]:
+    def interleaved(*, forward_only: bool = False, stranger: bool = False, **kwargs: Any) -> list[str]:
+        if stranger:  # a backward whose forward the hook never saw
+            return [schedules.backward_step(None, ["from before attaching"], None, None, None)]
         f = [
             schedules.forward_step(None, None, None, 2, None, [], None, 1, current_microbatch=mb, vp_stage=c)[
                 0
@@ -246,6 +249,10 @@ def test_megatron_interleaved_names_each_backward_by_the_forward_that_made_its_o
         assert not hasattr(original_1f1b, "__wrapped__")  # only the interleaved schedule is wrapped
         grads = schedules.forward_backward_pipelining_with_interleaving(forward_only=False)
         schedules.forward_backward_pipelining_with_interleaving(forward_only=True)
+        warnings: list[str] = []
+        monkeypatch.setattr(console, "warn", warnings.append)
+        monkeypatch.setattr(console, "_seen", set())  # warn_once: as in a fresh process
+        schedules.forward_backward_pipelining_with_interleaving(stranger=True)
     assert grads == ["grad of out0c1", "grad of out1c1", "grad of out0c0", "grad of out1c0"]
     assert schedules.forward_step is forward_step and schedules.backward_step is backward_step
     begins = [e[1:] for e in rec.events if e[0] == "begin"]
@@ -261,5 +268,8 @@ def test_megatron_interleaved_names_each_backward_by_the_forward_that_made_its_o
         ("backward", 1, 1),
     ]
     assert rec.events[0] == ("pipeline", 1, 2, "interleaved-1f1b")
-    # One training iteration; the forward-only call is not one.
-    assert [e[0] for e in rec.events if "iteration" in e[0]] == ["begin_iteration", "end_iteration"]
+    # Two training iterations; the forward-only call is not one.
+    assert [e[0] for e in rec.events if "iteration" in e[0]] == ["begin_iteration", "end_iteration"] * 2
+    # An unknown backward is counted on the current virtual rank (none set: chunk 0), with a warning.
+    assert begins[-1] == ("backward", None, 1)
+    assert len(warnings) == 1 and "forward_step was not seen" in warnings[0]

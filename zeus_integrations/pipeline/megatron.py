@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import functools
 import inspect
-import logging
 from types import ModuleType
 from typing import Any, Callable
 
+from zeus_core import console
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.optimizer.pipeline_frequency.runtime import InstructionListener
 from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind
@@ -49,8 +49,6 @@ from zeus_integrations.pipeline import (
 )
 
 __all__ = ["attach"]
-
-logger = logging.getLogger(__name__)
 
 _SCHEDULE = "forward_backward_pipelining_without_interleaving"
 _INTERLEAVED = "forward_backward_pipelining_with_interleaving"
@@ -100,7 +98,6 @@ class _ChunkTracker:
         self.parallel_state = parallel_state
         self.training = False  # inside a training call of the schedule (not forward-only)
         self._outputs: dict[int, tuple[Any, int | None, int]] = {}  # id -> (output, microbatch, virtual)
-        self._warned = False
 
     def _virtual_stage(self, chunk: Any) -> int:
         if chunk is None:  # older megatron-core: the schedule sets the global before each step
@@ -140,13 +137,13 @@ class _ChunkTracker:
         def backward_step(*args: Any, **kwargs: Any) -> Any:
             output = kwargs["output_tensor"] if "output_tensor" in kwargs else args[1]
             _, mb, v = self._outputs.pop(id(output), (None, None, None))
-            if v is None and not self._warned:
-                self._warned = True
-                logger.warning(
-                    "megatron hook: a backward_step whose forward was not seen; it is counted on this "
-                    "rank's current virtual pipeline rank (the plan may not fit this iteration)."
-                )
             if v is None:
+                console.warn_once(
+                    "megatron-unseen-backward",
+                    "Perseus megatron hook: a backward_step whose forward_step was not seen (the hook was "
+                    "attached mid-iteration?); it is counted on the current virtual pipeline rank, and the "
+                    "plan may not fit that iteration.",
+                )
                 v = self._virtual_stage(None)
             return self._run(InstructionKind.BACKWARD, mb, v, fn, args, kwargs)
 
