@@ -93,3 +93,21 @@ def test_plan_at_time_meets_a_deadline() -> None:
     assert plan.label == "deadline" and plan.iteration_time_s <= deadline * (1 + 1e-9)
     assert plan.energy_j < base.energy_j
     assert np.isfinite(plan.metadata["timing"]["lp_s"])
+
+
+def test_interleaved_microbatch_groups_follow_megatron() -> None:
+    # Megatron-core's microbatch_group_size_per_vp_stage N: groups of N microbatches per chunk, and
+    # (C - 1)·N warm-up forwards on top of 2(S - s - 1). Default N = S.
+    assert interleaved_1f1b(2, 4, 2, microbatch_group_size=2) == interleaved_1f1b(2, 4, 2)
+    sched = interleaved_1f1b(2, 5, 2, microbatch_group_size=3)
+    assert sched.num_microbatches == 5 and sched.num_instructions == 2 * 2 * 5 * 2
+    last = " ".join(i.short_name for i in sched.stage_orders[1])
+    assert last == "F0 F1 F2 F0c1 B0c1 F1c1 B1c1 F2c1 B2c1 F3 B0 F4 B1 F3c1 B2 F4c1 B3c1 B4c1 B3 B4"
+    first = " ".join(i.short_name for i in sched.stage_orders[0][:8])
+    assert first == "F0 F1 F2 F0c1 F1c1 F2c1 B0c1 F3"
+    PipelineDAG(sched)  # raises if this order deadlocks (a dependency cycle)
+    for bad in (1, 6):  # N outside [S, M]
+        with pytest.raises(ZeusConfigError, match="group size"):
+            interleaved_1f1b(2, 5, 2, microbatch_group_size=bad)
+    with pytest.raises(ZeusConfigError, match="remainder"):
+        interleaved_1f1b(3, 7, 2, microbatch_group_size=3)  # 7 mod 3 = 1 < S: Megatron rejects it

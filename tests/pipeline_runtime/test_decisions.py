@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import re
 
 import pytest
@@ -9,7 +11,11 @@ import pytest
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.optimizer.pipeline_frequency import decisions, observed_pipeline, plan_settings, plan_store
 from zeus_core.optimizer.pipeline_frequency.controller import ControlMode
-from zeus_core.optimizer.pipeline_frequency.schedule import synchronous_1f1b
+from zeus_core.optimizer.pipeline_frequency.schedule import (
+    PipelineSchedule,
+    interleaved_1f1b,
+    synchronous_1f1b,
+)
 
 CLOCKS = (1740, 1500, 1200)
 
@@ -99,3 +105,38 @@ def test_auto_time_unit_follows_the_shortest_instruction() -> None:
     assert plan_settings.auto_unit_time(InstructionProfile.from_rows(rows)) == pytest.approx(2e-4)
     rows = [(0, "forward", 1740, 0.1, 1.0), (0, "backward", 1740, 0.2, 2.0)]
     assert plan_settings.auto_unit_time(InstructionProfile.from_rows(rows)) == 1e-3
+
+
+def infos_of(sched: PipelineSchedule, orders: list | None = None) -> list[observed_pipeline.RankInfo]:
+    """What the ranks of ``sched`` report (``(kind, microbatch, virtual stage)`` per instruction)."""
+    return [
+        dataclasses.replace(
+            info(s, s, "", num_stages=sched.num_stages, schedule=sched.name),
+            order=tuple(
+                (i.kind.value, i.microbatch, sched.virtual_stage(s, i.chunk))
+                for i in (orders or sched.stage_orders)[s]
+            ),
+        )
+        for s in range(sched.num_stages)
+    ]
+
+
+def test_megatron_interleaved_order_with_tuned_microbatch_groups_is_textbook(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # microbatch_group_size_per_vp_stage N: the textbook's N is read from the warm-up.
+    for m, n in [(4, 4), (5, 3)]:
+        grouped = interleaved_1f1b(2, m, 2, microbatch_group_size=n)
+        assert n == 2 or grouped.stage_orders != interleaved_1f1b(2, 2 * (m // 2), 2).stage_orders
+        with caplog.at_level(logging.WARNING, logger=observed_pipeline.__name__):
+            assert observed_pipeline.schedule_of(infos_of(grouped)).stage_orders == grouped.stage_orders
+    assert "differs from textbook" not in caplog.text
+    # An order Megatron-core never runs is planned as observed, with a warning.
+    default = interleaved_1f1b(2, 4, 2)
+    odd = [
+        default.stage_orders[0],
+        (default.stage_orders[1][1], default.stage_orders[1][0], *default.stage_orders[1][2:]),
+    ]
+    with caplog.at_level(logging.WARNING, logger=observed_pipeline.__name__):
+        assert observed_pipeline.schedule_of(infos_of(default, odd)).stage_orders == tuple(odd)
+    assert "differs from textbook interleaved-1f1b" in caplog.text

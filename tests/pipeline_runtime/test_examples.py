@@ -22,8 +22,19 @@ SUMMARY = re.compile(
 )
 
 
-@pytest.mark.parametrize("name", ["torch", "deepspeed", "megatron"])
-def test_example_plans_and_saves_energy_without_slowing_down(name: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("name", "options", "schedule"),
+    [
+        ("torch", [], "1f1b"),
+        ("deepspeed", [], "1f1b"),
+        ("megatron", [], "1f1b"),
+        ("megatron", ["--virtual-stages", "2"], "interleaved-1f1b"),
+    ],
+    ids=["torch", "deepspeed", "megatron", "megatron-interleaved"],
+)
+def test_example_plans_and_saves_energy_without_slowing_down(
+    name: str, options: list[str], schedule: str, tmp_path: Path
+) -> None:
     if name != "torch":
         pytest.importorskip(name if name == "deepspeed" else "megatron.core")
     env = {
@@ -40,6 +51,7 @@ def test_example_plans_and_saves_energy_without_slowing_down(name: str, tmp_path
             "4",
             "--save-dir",
             str(tmp_path / "perseus"),
+            *options,
         ],
         env=env,
         capture_output=True,
@@ -56,10 +68,10 @@ def test_example_plans_and_saves_energy_without_slowing_down(name: str, tmp_path
     assert energy_change < -1.0  # the slack stage runs slower clocks: the model's saving
     assert time_change < 3.0  # zero slowdown, within the noise of a loaded 2-core machine
     text = proc.stdout
-    assert "plan zero-slowdown: 1f1b, clocks in MHz" in text
+    assert f"plan zero-slowdown: {schedule}, clocks in MHz" in text
     iterations = int(re.search(r"plan ready after (\d+) training iterations", text).group(1))
     assert iterations <= 10
     # Predicted and measured figures for both runs; the profile and plan were saved.
     assert re.search(r"max clocks\s+\d\.\d{4} s\s+\d+\.\d J\s+\d\.\d{4} s\s+\d+\.\d J", text)
     assert (tmp_path / "perseus" / "profile.csv").exists()
-    assert list((tmp_path / "perseus").glob("plan-1f1b-s2-m4-zero-slowdown.json"))
+    assert list((tmp_path / "perseus").glob(f"plan-{schedule}-s2-m4-zero-slowdown.json"))

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO_ROOT
+from zeus_core import console
 from zeus_core.exceptions import ZeusConfigError, ZeusNotSupportedError
 from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind
 from zeus_integrations.pipeline import Attachment, patch_attribute, wrap_instruction, wrap_iteration
@@ -184,3 +185,91 @@ def test_megatron_needs_model_parallelism_or_an_explicit_stage() -> None:
     with zeus_megatron.attach(rec, stage=1, num_stages=2):
         assert schedules.forward_step is not original
     assert schedules.forward_step is original and rec.events == [("pipeline", 1, 2, "1f1b")]
+
+
+class ChunkRecorder(Recorder):
+    """A Recorder that also records each instruction's virtual stage."""
+
+    def begin_instruction(
+        self, kind: InstructionKind | str, microbatch: int | None = None, virtual_stage: int | None = None
+    ) -> None:
+        self.events.append(("begin", InstructionKind.parse(kind).value, microbatch, virtual_stage))
+
+
+def test_megatron_interleaved_names_each_backward_by_the_forward_that_made_its_output(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("megatron.core")
+    from megatron.core.pipeline_parallel import schedules
+
+    from zeus_integrations.pipeline import megatron as zeus_megatron
+
+    # Megatron-core's seams with their real signatures; the schedule calls them as module globals.
+    def forward_step(
+        forward_step_func: Any,
+        data_iterator: Any,
+        model: Any,
+        num_microbatches: int,
+        input_tensor: Any,
+        forward_data_store: Any,
+        config: Any,
+        cp_group_size: int,
+        collect_non_loss_data: bool = False,
+        checkpoint_activations_microbatch: Any = None,
+        is_first_microbatch: bool = False,
+        current_microbatch: int | None = None,
+        vp_stage: int | None = None,
+        is_last_stage: bool = True,
+    ) -> tuple[Any, int]:
+        return [f"out{current_microbatch}c{vp_stage}"], 1  # a fresh object per call, as a tensor is
+
+    def backward_step(input_tensor: Any, output_tensor: Any, output_tensor_grad: Any, *rest: Any) -> str:
+        return f"grad of {output_tensor[0]}"
+
+    def interleaved(*, forward_only: bool = False, stranger: bool = False, **kwargs: Any) -> list[str]:
+        if stranger:  # a backward whose forward the hook never saw
+            return [schedules.backward_step(None, ["from before attaching"], None, None, None)]
+        f = [
+            schedules.forward_step(None, None, None, 2, None, [], None, 1, current_microbatch=mb, vp_stage=c)[
+                0
+            ]
+            for mb, c in [(0, 0), (1, 0), (0, 1), (1, 1)]
+        ]
+        if forward_only:
+            return []
+        # Backwards run the chunks in reverse and name neither chunk nor microbatch.
+        return [schedules.backward_step(None, f[i], None, None, None) for i in (2, 3, 0, 1)]
+
+    monkeypatch.setattr(schedules, "forward_step", forward_step)
+    monkeypatch.setattr(schedules, "backward_step", backward_step)
+    monkeypatch.setattr(schedules, "forward_backward_pipelining_with_interleaving", interleaved)
+    rec = ChunkRecorder()
+    with zeus_megatron.attach(rec, stage=1, num_stages=2, num_chunks=2):
+        original_1f1b = schedules.forward_backward_pipelining_without_interleaving
+        assert not hasattr(original_1f1b, "__wrapped__")  # only the interleaved schedule is wrapped
+        grads = schedules.forward_backward_pipelining_with_interleaving(forward_only=False)
+        schedules.forward_backward_pipelining_with_interleaving(forward_only=True)
+        warnings: list[str] = []
+        monkeypatch.setattr(console, "warn", warnings.append)
+        monkeypatch.setattr(console, "_seen", set())  # warn_once: as in a fresh process
+        schedules.forward_backward_pipelining_with_interleaving(stranger=True)
+    assert grads == ["grad of out0c1", "grad of out1c1", "grad of out0c0", "grad of out1c0"]
+    assert schedules.forward_step is forward_step and schedules.backward_step is backward_step
+    begins = [e[1:] for e in rec.events if e[0] == "begin"]
+    # Virtual stage = chunk * S + stage: chunk 0 of stage 1 is 1, chunk 1 is 3.
+    assert begins[:8] == [
+        ("forward", 0, 1),
+        ("forward", 1, 1),
+        ("forward", 0, 3),
+        ("forward", 1, 3),
+        ("backward", 0, 3),
+        ("backward", 1, 3),
+        ("backward", 0, 1),
+        ("backward", 1, 1),
+    ]
+    assert rec.events[0] == ("pipeline", 1, 2, "interleaved-1f1b")
+    # Two training iterations; the forward-only call is not one.
+    assert [e[0] for e in rec.events if "iteration" in e[0]] == ["begin_iteration", "end_iteration"] * 2
+    # An unknown backward is counted on the current virtual rank (none set: chunk 0), with a warning.
+    assert begins[-1] == ("backward", None, 1)
+    assert len(warnings) == 1 and "forward_step was not seen" in warnings[0]

@@ -1,7 +1,8 @@
-"""Perseus on Megatron-core's 1F1B schedule, for real: 2 gloo processes with a test-only CUDA shim.
+"""Perseus on Megatron-core's 1F1B and interleaved schedules, for real: 2 gloo processes, CPU shims.
 
-The run profiles two clocks, plans on rank 0, broadcasts, and applies; a forward-only call after
-training is not treated as an iteration.
+Each run profiles two clocks, plans on rank 0, broadcasts, and applies; a forward-only call after
+training is not treated as an iteration. The interleaved run has 2 model chunks per rank
+(``virtual_pipeline_model_parallel_size=2``), virtual stages 1 and 3 doing twice the work of 0 and 2.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 from statistics import mean
+from typing import Any
 
 import pytest
 
@@ -21,6 +23,7 @@ from tests.pipeline_runtime._helpers import (
     sequence,
     textbook,
 )
+from zeus_core.optimizer.pipeline_frequency.schedule import interleaved_1f1b
 
 pytestmark = [
     pytest.mark.slow,
@@ -57,3 +60,53 @@ def test_plan_is_shared_and_slows_the_light_stage(out: Path) -> None:
     assert r0["plan"] == r1["plan"]
     rows = {row["stage"]: row["forward"] + row["backward"] for row in r0["plan"]["frequencies_mhz"]}
     assert mean(rows[0]) < mean(rows[1])
+
+
+def _chunk_sequence(it: dict[str, Any], rank: int) -> list[str]:
+    """``["F0", "F1", "F0c1", ...]``: chunk c of rank r is virtual stage 2c + r."""
+    return [
+        f"{kind[0].upper()}{mb}" + (f"c{(v - rank) // 2}" if v != rank else "")
+        for kind, mb, _, v in it["instructions"]
+    ]
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_interleaved_profile_plan_apply_per_chunk(out: Path, rank: int) -> None:
+    rep = report(out, "megatron-interleaved", rank)
+    its = rep["iterations"]
+    assert [i["phase"] for i in its] == ["discovering", "profiling", "profiling", "applying", "applying"]
+    # The hook names every instruction's chunk and microbatch, backwards included, in exactly the
+    # order the planner's interleaved DAG assumes (Megatron-core's), so plans fit the run.
+    order = [i.short_name for i in interleaved_1f1b(2, 4, 2).stage_orders[rank]]
+    for it in its:
+        assert _chunk_sequence(it, rank) == order
+    assert clocks(its[1]) == [1740] * 16 and clocks(its[2]) == [1140] * 16
+    plan = rep["plan"]
+    assert plan["schedule"] == "interleaved-1f1b" and plan["num_chunks"] == 2 and plan["num_stages"] == 2
+    rows = {(r["stage"], r["chunk"]): r for r in plan["frequencies_mhz"]}
+    for it in its[3:]:
+        assert clocks(it) == [rows[(rank, (v - rank) // 2)][k][mb] for k, mb, _, v in it["instructions"]]
+    # The simulated GPU ran each chunk's forward and backward at the planned clock.
+    for chunk, seen in enumerate(rep["work_clocks"]):
+        assert len(seen) == 5 * 8 + 4  # 5 training iterations of 4 F + 4 B, then a forward-only call
+        ran = [mhz for k, mb, mhz, v in its[-1]["instructions"] if v == 2 * chunk + rank]
+        assert seen[32:40] == ran
+    check_changes(rep)
+
+
+def test_interleaved_plan_slows_the_light_chunks(out: Path) -> None:
+    r0, r1 = report(out, "megatron-interleaved", 0), report(out, "megatron-interleaved", 1)
+    assert r0["plan"] == r1["plan"]
+    rows = {(r["stage"], r["chunk"]): r["forward"] + r["backward"] for r in r0["plan"]["frequencies_mhz"]}
+    assert mean(rows[(0, 0)] + rows[(0, 1)]) < mean(rows[(1, 0)] + rows[(1, 1)])
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_interleaved_order_with_tuned_microbatch_groups_is_the_planners(out: Path, rank: int) -> None:
+    # microbatch_group_size_per_vp_stage=3 with 5 microbatches: groups {0,1,2} and {3,4} per chunk.
+    rep = report(out, "megatron-grouped", rank)
+    assert rep["schedule"] == "interleaved-1f1b"
+    seen = _chunk_sequence({"instructions": [[k, mb, None, v] for k, mb, v in rep["order"]]}, rank)
+    assert seen == [
+        i.short_name for i in interleaved_1f1b(2, 5, 2, microbatch_group_size=3).stage_orders[rank]
+    ]

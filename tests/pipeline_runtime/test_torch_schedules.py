@@ -1,8 +1,9 @@
 """Perseus on torch's multi-stage schedules, for real: 2 gloo processes, simulated A40s.
 
-``scripts/torch_schedules.py`` runs ScheduleInterleaved1F1B (2 model chunks per rank) and
-ScheduleZBVZeroBubble (a V of 2 chunks per rank, backward split into input and weight parts), each
-through discovery, profiling, planning and applying. Virtual stages 1 and 3 do twice the work of
+``scripts/torch_schedules.py`` runs ScheduleInterleaved1F1B (2 model chunks per rank),
+ScheduleZBVZeroBubble (a V of 2 chunks per rank, backward split into input and weight parts) and
+ScheduleInterleavedZeroBubble (2 looped chunks per rank, backward split), each through discovery,
+profiling, planning and applying. Virtual stages 1 and 3 do twice the work of
 0 and 2.
 """
 
@@ -37,6 +38,7 @@ def _planned(plan: dict, stage: int, chunk_of: dict[int, int], instructions: lis
     [
         ("interleaved", lambda r: [r, r + 2], {"forward", "backward"}),
         ("zbv", lambda r: sorted([r, 3 - r]), {"forward", "backward_input", "backward_weight"}),
+        ("interleaved-zb", lambda r: [r, r + 2], {"forward", "backward_input", "backward_weight"}),
     ],
 )
 def test_multi_stage_schedules_profile_plan_and_apply(

@@ -9,7 +9,7 @@ Each hook attaches by registration, never by subclassing a schedule, and undoes 
   instance-level ``_INSTRUCTION_MAP`` with wrapped ``ForwardPass`` / ``BackwardPass``, and the
   engine's ``train_batch``.
 * :func:`zeus_integrations.pipeline.megatron.attach` - Megatron-core: the module-level
-  ``forward_step`` / ``backward_step`` and the non-interleaved 1F1B schedule in
+  ``forward_step`` / ``backward_step`` and the 1F1B or interleaved (virtual pipeline) schedule in
   ``megatron.core.pipeline_parallel.schedules``.
 
 Every ``attach`` returns an :class:`Attachment` (also a context manager) whose :meth:`~Attachment.detach`

@@ -283,14 +283,20 @@ def compare_with_max_clocks(
 
 
 def run_example(
-    rank_main: Callable[[int, argparse.Namespace], None], description: str, argv: list[str] | None
+    rank_main: Callable[[int, argparse.Namespace], None],
+    description: str,
+    argv: list[str] | None,
+    add_options: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> None:
     """Parse the Perseus examples' options and run ``rank_main(rank, args)`` on 2 local ranks.
 
     Options: ``--microbatches`` (default 4), ``--iterations`` measured per run (default 6) and
-    ``--save-dir`` (Perseus's files; default: a temporary folder).
+    ``--save-dir`` (Perseus's files; default: a temporary folder); ``add_options`` adds an
+    example's own.
     """
     parser = argparse.ArgumentParser(description=description)
+    if add_options is not None:
+        add_options(parser)
     parser.add_argument("--microbatches", type=int, default=4, help="microbatches per iteration (default 4)")
     parser.add_argument("--iterations", type=int, default=6, help="iterations measured per run (default 6)")
     parser.add_argument(

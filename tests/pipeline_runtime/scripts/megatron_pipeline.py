@@ -1,7 +1,15 @@
-"""2-rank Megatron-core 1F1B run (gloo, CPU via zeus_integrations.pipeline.cpu_shims) driving PerseusRuntime.
+"""2-rank Megatron-core runs (gloo, CPU via zeus_integrations.pipeline.cpu_shims) driving PerseusRuntime.
 
-The run profiles two clocks, plans, and applies (1 discovery + 2 profiling + 2 applying
-iterations), then one forward-only call (evaluation, ignored). Writes ``megatron-rank<r>.json``.
+Phases (each rank writes ``<phase>-rank<r>.json``):
+
+* ``megatron``: the 1F1B schedule, one model chunk per rank;
+* ``megatron-interleaved``: the interleaved schedule (``virtual_pipeline_model_parallel_size=2``),
+  model chunks 0 and 1 of rank r being virtual stages r and r + 2; 1 and 3 do twice the work.
+
+Each profiles two clocks, plans, and applies (1 discovery + 2 profiling + 2 applying iterations),
+then makes one forward-only call (evaluation, ignored). Then ``megatron-grouped`` records the
+instruction order of one interleaved iteration of 5 microbatches in groups of 3
+(``microbatch_group_size_per_vp_stage=3``), Megatron-core's tunable order.
 Usage: python -m torch.distributed.run --nproc-per-node 2 megatron_pipeline.py OUT_DIR
 """
 
@@ -21,16 +29,18 @@ from zeus_integrations.pipeline import cpu_shims
 from zeus_integrations.pipeline import megatron as zeus_megatron
 
 HIDDEN, SEQ, MICRO, MICROBATCHES = 16, 4, 2, 4
+FORWARD_S = {0: 0.004, 1: 0.008, 2: 0.004, 3: 0.008}  # per virtual stage, s at the highest clock
 
 
 class Stage(torch.nn.Module):
-    """One pipeline stage in Megatron's module contract (set_input_tensor, model_type, config)."""
+    """One model chunk in Megatron's module contract (set_input_tensor, model_type, config, vp_stage)."""
 
-    def __init__(self, config: Any, work: Any, first: bool) -> None:
+    def __init__(self, config: Any, work: Any, first: bool, vp_stage: int | None) -> None:
         super().__init__()
         from megatron.core.enums import ModelType
 
         self.config, self.model_type, self.first = config, ModelType.encoder_or_decoder, first
+        self.vp_stage = vp_stage  # Megatron checks it against the schedule's vp_stage
         self.linear = torch.nn.Linear(HIDDEN, HIDDEN)
         self.work = work
         self.input_tensor: torch.Tensor | None = None
@@ -43,36 +53,91 @@ class Stage(torch.nn.Module):
         return self.work(self.linear(h))
 
 
-def main(out: str) -> None:
-    faulthandler.dump_traceback_later(150, exit=True)
-    cpu_shims.megatron_on_cpu()
-    torch.distributed.init_process_group("gloo")
+def forward_step_func(data_iterator: Any, module: Stage) -> tuple[torch.Tensor, Any]:
+    """Megatron's forward step: the chunk's output and its loss function."""
+    x, y = next(data_iterator)
+    out = module(x)
+
+    def loss_func(output: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        loss = torch.nn.functional.mse_loss(output, y)
+        return loss, {"loss": loss.detach()}
+
+    return out, loss_func
+
+
+class OrderRecorder:
+    """An InstructionListener that records ``(kind, microbatch, virtual stage)`` of each instruction."""
+
+    def __init__(self) -> None:
+        self.order: list[tuple[str, int | None, int | None]] = []
+        self.schedule: str | None = None
+
+    def set_pipeline(self, stage: int, num_stages: int, schedule: str | None = None, **kwargs: Any) -> None:
+        self.schedule = schedule
+
+    def begin_iteration(self) -> None:
+        self.order.clear()
+
+    def end_iteration(self, failed: bool = False) -> None:
+        pass
+
+    def begin_instruction(
+        self, kind: Any, microbatch: int | None = None, virtual_stage: int | None = None
+    ) -> None:
+        self.order.append((str(getattr(kind, "value", kind)), microbatch, virtual_stage))
+
+    def end_instruction(self, kind: Any, microbatch: int | None = None, failed: bool = False) -> None:
+        pass
+
+
+def run(
+    phase: str, out: str, chunks: int, microbatches: int = MICROBATCHES, group: int | None = None
+) -> None:
     from megatron.core import parallel_state
     from megatron.core.model_parallel_config import ModelParallelConfig
     from megatron.core.pipeline_parallel import schedules
 
-    parallel_state.initialize_model_parallel(tensor_model_parallel_size=1, pipeline_model_parallel_size=2)
+    vpp = chunks if chunks > 1 else None
+    parallel_state.initialize_model_parallel(
+        tensor_model_parallel_size=1, pipeline_model_parallel_size=2, virtual_pipeline_model_parallel_size=vpp
+    )
     rank = torch.distributed.get_rank()
     gpu = make_gpu(rank)
-    config = ModelParallelConfig(pipeline_model_parallel_size=2, pipeline_dtype=torch.float32)
+    config = ModelParallelConfig(
+        pipeline_model_parallel_size=2, virtual_pipeline_model_parallel_size=vpp, pipeline_dtype=torch.float32
+    )
     config.hidden_size = HIDDEN
     config.fine_grained_activation_offloading = False
+    if group is not None:
+        config.microbatch_group_size_per_vp_stage = group
     torch.manual_seed(rank)
-    model = Stage(config, work(gpu, (0.004, 0.008)[rank]), first=rank == 0)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    data = [(torch.randn(SEQ, MICRO, HIDDEN), torch.randn(SEQ, MICRO, HIDDEN)) for _ in range(MICROBATCHES)]
+    model = [
+        Stage(config, work(gpu, FORWARD_S[c * 2 + rank]), rank == 0 and c == 0, c if vpp else None)
+        for c in range(chunks)
+    ]
+    optimizer = torch.optim.SGD([p for m in model for p in m.parameters()], lr=0.01)
+    data = [(torch.randn(SEQ, MICRO, HIDDEN), torch.randn(SEQ, MICRO, HIDDEN)) for _ in range(microbatches)]
 
-    def forward_step_func(data_iterator: Any, module: Stage) -> tuple[torch.Tensor, Any]:
-        x, y = next(data_iterator)
-        out = module(x)
+    def call(forward_only: bool = False) -> None:
+        iterators = [iter(data) for _ in model]
+        schedules.get_forward_backward_func()(
+            forward_step_func=forward_step_func,
+            data_iterator=iterators if vpp else iterators[0],
+            model=model,
+            num_microbatches=microbatches,
+            seq_length=SEQ,
+            micro_batch_size=MICRO,
+            forward_only=forward_only,
+        )
 
-        def loss_func(output: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-            loss = torch.nn.functional.mse_loss(output, y)
-            return loss, {"loss": loss.detach()}
-
-        return out, loss_func
-
-    original = (schedules.forward_step, schedules.backward_step)
+    if group is not None:  # one iteration, its order only
+        recorder = OrderRecorder()
+        with zeus_megatron.attach(recorder):
+            call()
+        dump(out, phase, {"schedule": recorder.schedule, "order": recorder.order})
+        parallel_state.destroy_model_parallel()
+        return
+    original = (schedules.forward_step, schedules.backward_step, schedules.get_forward_backward_func())
     runtime = PerseusRuntime(
         gpu,
         sweep=FrequencySweep(frequencies_mhz=(1740, 1140), iterations_per_frequency=1, patience=0),
@@ -80,31 +145,30 @@ def main(out: str) -> None:
     )
     with runtime, zeus_megatron.attach(runtime):
         for _ in range(5):
-            forward_backward = schedules.get_forward_backward_func()
-            forward_backward(
-                forward_step_func=forward_step_func,
-                data_iterator=iter(data),
-                model=[model],
-                num_microbatches=MICROBATCHES,
-                seq_length=SEQ,
-                micro_batch_size=MICRO,
-            )
+            call()
             optimizer.step()
             optimizer.zero_grad()
         with torch.no_grad():
-            schedules.get_forward_backward_func()(
-                forward_step_func=forward_step_func,
-                data_iterator=iter(data),
-                model=[model],
-                num_microbatches=MICROBATCHES,
-                seq_length=SEQ,
-                micro_batch_size=MICRO,
-                forward_only=True,
-            )
-    assert (schedules.forward_step, schedules.backward_step) == original
+            call(forward_only=True)
+    assert (
+        schedules.forward_step,
+        schedules.backward_step,
+        schedules.get_forward_backward_func(),
+    ) == original
     report = runtime_report(runtime)
-    report["work_clocks"] = model.work.clocks
-    dump(out, "megatron", report)
+    report["work_clocks"] = [m.work.clocks for m in model] if vpp else model[0].work.clocks
+    dump(out, phase, report)
+    torch.distributed.barrier()
+    parallel_state.destroy_model_parallel()
+
+
+def main(out: str) -> None:
+    faulthandler.dump_traceback_later(150, exit=True)
+    cpu_shims.megatron_on_cpu()
+    torch.distributed.init_process_group("gloo")
+    run("megatron", out, chunks=1)
+    run("megatron-interleaved", out, chunks=2)
+    run("megatron-grouped", out, chunks=2, microbatches=5, group=3)
     torch.distributed.barrier()  # no rank tears gloo down while another still reads the last collective
     torch.distributed.destroy_process_group()
 

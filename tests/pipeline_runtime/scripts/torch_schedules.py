@@ -4,7 +4,9 @@ Phases (each rank writes ``<phase>-rank<r>.json``):
 
 * ``interleaved``: ScheduleInterleaved1F1B, 2 model chunks per rank (virtual stages r and r + 2);
 * ``zbv``: ScheduleZBVZeroBubble, a V of 2 chunks per rank (virtual stages r and 3 - r), with the
-  backward split into input (I) and weight (W) instructions.
+  backward split into input (I) and weight (W) instructions;
+* ``interleaved-zb``: ScheduleInterleavedZeroBubble, 2 looped chunks per rank (virtual stages r and
+  r + 2), backward split as in ``zbv``.
 
 Each: 1 discovery + 2 profiling iterations (2 clocks) + 2 iterations applying the zero-slowdown plan.
 Usage: python -m torch.distributed.run --nproc-per-node 2 torch_schedules.py OUT_DIR
@@ -19,7 +21,12 @@ import sys
 import torch
 import torch.distributed as dist
 from _emulation import dump, make_gpu, runtime_report, work
-from torch.distributed.pipelining import PipelineStage, ScheduleInterleaved1F1B, ScheduleZBVZeroBubble
+from torch.distributed.pipelining import (
+    PipelineStage,
+    ScheduleInterleaved1F1B,
+    ScheduleInterleavedZeroBubble,
+    ScheduleZBVZeroBubble,
+)
 
 from zeus_core.optimizer.pipeline_frequency.profiler import FrequencySweep
 from zeus_core.optimizer.pipeline_frequency.runtime import PerseusRuntime
@@ -62,6 +69,7 @@ def main(out: str) -> None:
     gpu = make_gpu(rank)
     run("interleaved", out, rank, gpu, ScheduleInterleaved1F1B, [rank, rank + 2])
     run("zbv", out, rank, gpu, ScheduleZBVZeroBubble, [rank, 3 - rank])
+    run("interleaved-zb", out, rank, gpu, ScheduleInterleavedZeroBubble, [rank, rank + 2])
     dist.barrier()
     dist.destroy_process_group()
 

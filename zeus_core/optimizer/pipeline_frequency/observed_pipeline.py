@@ -23,6 +23,7 @@ from zeus_core.optimizer.pipeline_frequency.schedule import (
     Instruction,
     InstructionKind,
     PipelineSchedule,
+    interleaved_1f1b,
     make_schedule,
 )
 
@@ -187,13 +188,33 @@ def schedule_of(infos: Sequence[RankInfo]) -> PipelineSchedule:
     return schedule
 
 
+def _textbook(schedule: PipelineSchedule) -> PipelineSchedule:
+    """The registered schedule of the observed one's name and sizes.
+
+    Raises:
+        ZeusConfigError: The sizes do not fit that schedule.
+    """
+    S, M, C = schedule.num_stages, schedule.num_microbatches, schedule.num_chunks
+    if schedule.name == "interleaved-1f1b" and C > 1:
+        # Megatron-core's microbatch_group_size_per_vp_stage N shows in the last stage: (C - 1)·N
+        # warm-up forwards, then the first forward of the steady state; where that gives no valid
+        # group size, compare with the default N = S.
+        last = schedule.stage_orders[-1]
+        forwards = next(
+            (i for i, inst in enumerate(last) if inst.kind is not InstructionKind.FORWARD), len(last)
+        )
+        try:
+            return interleaved_1f1b(S, M, C, (forwards - 1) // (C - 1))
+        except ZeusConfigError:
+            pass
+    return make_schedule(schedule.name, S, M, C)
+
+
 def _compare_with_textbook(schedule: PipelineSchedule) -> None:
     if schedule.name not in SCHEDULES:
         return
     try:
-        textbook = make_schedule(
-            schedule.name, schedule.num_stages, schedule.num_microbatches, schedule.num_chunks
-        )
+        textbook = _textbook(schedule)
     except ZeusConfigError:
         return
     if textbook.stage_orders != schedule.stage_orders:

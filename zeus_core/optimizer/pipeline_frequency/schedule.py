@@ -319,42 +319,53 @@ def gpipe(num_stages: int, num_microbatches: int) -> PipelineSchedule:
     return PipelineSchedule("gpipe", num_stages, num_microbatches, tuple(orders))
 
 
-def interleaved_1f1b(num_stages: int, num_microbatches: int, num_chunks: int = 2) -> PipelineSchedule:
+def interleaved_1f1b(
+    num_stages: int, num_microbatches: int, num_chunks: int = 2, microbatch_group_size: int | None = None
+) -> PipelineSchedule:
     """Interleaved 1F1B (Megatron-core virtual pipeline; torch ``ScheduleInterleaved1F1B``).
 
     Each stage holds ``C`` model chunks; chunk ``c`` of stage ``s`` is virtual stage ``c·S + s``.
-    Ranks walk "virtual microbatches" ``k = 0 .. M·C − 1`` in groups of ``S``: ``k`` runs chunk
-    ``(k // S) mod C`` (forwards; backwards in reverse chunk order) of microbatch
-    ``(k // (S·C))·S + k mod S``. Stage ``s`` first runs ``2(S − s − 1) + (C − 1)·S`` warm-up
-    forwards, then alternates forward/backward, then drains the backwards (Megatron-core's
-    ``forward_backward_pipelining_with_interleaving``).
+    Ranks walk "virtual microbatches" ``k = 0 .. M·C − 1``: microbatches in groups of ``N``
+    (Megatron's ``microbatch_group_size_per_vp_stage``, default ``S``), each group run on chunk 0,
+    then chunk 1, ... (forwards; backwards in reverse chunk order). With ``N = S`` that is chunk
+    ``(k // S) mod C`` of microbatch ``(k // (S·C))·S + k mod S``. Stage ``s`` first runs
+    ``2(S − s − 1) + (C − 1)·N`` warm-up forwards, then alternates forward/backward, then drains
+    the backwards: the order of Megatron-core's ``forward_backward_pipelining_with_interleaving``,
+    as :mod:`zeus_integrations.pipeline.megatron` observes it.
 
     Args:
         num_stages: Pipeline stages ``S`` (ranks).
-        num_microbatches: Microbatches ``M``; a multiple of ``S``, as Megatron-core requires.
+        num_microbatches: Microbatches ``M``.
         num_chunks: Model chunks per stage ``C`` (``virtual_pipeline_model_parallel_size``).
+        microbatch_group_size: ``N``, between ``S`` and ``M`` (default ``S``).
 
     Raises:
-        ZeusConfigError: Bad sizes, or ``M`` not a multiple of ``S``.
+        ZeusConfigError: Bad sizes, or sizes Megatron-core rejects: ``N`` outside ``[S, M]``, or
+            ``M mod N`` between 1 and ``S − 1`` (with the default ``N``: ``M`` not a multiple of ``S``).
     """
     _check_sizes("interleaved_1f1b", num_stages, num_microbatches)
-    if num_chunks < 1 or num_microbatches % num_stages:
-        raise ZeusConfigError(
-            f"interleaved_1f1b({num_stages}, {num_microbatches}, num_chunks={num_chunks}): need "
-            "num_chunks >= 1 and microbatches a multiple of the stages (as Megatron-core's interleaved "
-            "schedule requires)."
-        )
     S, M, C = num_stages, num_microbatches, num_chunks
+    N = S if microbatch_group_size is None else int(microbatch_group_size)
+    if C < 1 or not S <= N <= M or 0 < M % N < S:
+        raise ZeusConfigError(
+            f"interleaved_1f1b({S}, {M}, num_chunks={C}, microbatch_group_size={N}): need num_chunks >= 1, "
+            "stages <= group size <= microbatches, and microbatches a multiple of the group size or a "
+            "remainder of at least the stages (by default: microbatches a multiple of the stages), as "
+            "Megatron-core's interleaved schedule requires."
+        )
+    # (microbatch, chunk) of each virtual microbatch k, as Megatron-core's get_schedule_table.
+    table = [(mb, c) for g in range(0, M, N) for c in range(C) for mb in range(g, min(g + N, M))]
     total = M * C
     fwd, bwd = InstructionKind.FORWARD, InstructionKind.BACKWARD
 
     def inst(s: int, kind: InstructionKind, k: int) -> Instruction:
-        c = (k // S) % C
-        return Instruction(s, kind, (k // (S * C)) * S + k % S, c if kind is fwd else C - 1 - c)
+        # Backward k runs chunk C-1-c; each chunk's backwards follow its forwards in microbatch order.
+        mb, c = table[k]
+        return Instruction(s, kind, mb, c if kind is fwd else C - 1 - c)
 
     orders = []
     for s in range(S):
-        warmup = min((S - s - 1) * 2 + (C - 1) * S, total)
+        warmup = min((S - s - 1) * 2 + (C - 1) * N, total)
         order = [inst(s, fwd, k) for k in range(warmup)]
         for i in range(total - warmup):
             order += [inst(s, fwd, warmup + i), inst(s, bwd, i)]
