@@ -400,7 +400,7 @@ def relative_step_spread(visits: Sequence[tuple[Sequence[float], Sequence[int]]]
         >>> round(relative_step_spread([([1.0, 1.1, 0.9, 1.0], [1] * 4)] * 3), 4)
         0.1483
     """
-    devs = []
+    devs: list[float] = []
     for times, steps in visits:
         if len(times) < 3:
             continue
