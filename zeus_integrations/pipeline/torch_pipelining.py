@@ -8,7 +8,9 @@ hook wraps those methods *on the stage instances* of this rank (one for ``Schedu
 ``ScheduleGPipe``, several for ``ScheduleInterleaved1F1B``, ``ScheduleInterleavedZeroBubble`` and
 ``ScheduleZBVZeroBubble``), with the microbatch index as first argument and ``stage.stage_index``
 as the virtual stage, and ``schedule.step`` as one iteration. These are public methods of public
-classes; the hook checks them at attach time. Nothing is subclassed;
+classes; the hook checks them at attach time (``backward_weight_one_chunk``, torch >= 2.5, only for
+the zero-bubble schedules; :func:`schedule_class` names the release that added a schedule). Nothing
+is subclassed;
 :meth:`~zeus_integrations.pipeline.Attachment.detach` removes the wrappers.
 
 Example:
