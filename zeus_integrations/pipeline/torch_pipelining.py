@@ -9,9 +9,8 @@ hook wraps those methods *on the stage instances* of this rank (one for ``Schedu
 ``ScheduleZBVZeroBubble``), with the microbatch index as first argument and ``stage.stage_index``
 as the virtual stage, and ``schedule.step`` as one iteration. These are public methods of public
 classes; the hook checks them at attach time (``backward_weight_one_chunk``, torch >= 2.5, only for
-the zero-bubble schedules; :func:`schedule_class` names the release that added a schedule). Nothing
-is subclassed;
-:meth:`~zeus_integrations.pipeline.Attachment.detach` removes the wrappers.
+the zero-bubble schedules; :func:`schedule_class` names the release that added a schedule).
+Nothing is subclassed; :meth:`~zeus_integrations.pipeline.Attachment.detach` removes the wrappers.
 
 Example:
     >>> from zeus_integrations.pipeline import torch_pipelining            # doctest: +SKIP
