@@ -142,6 +142,54 @@ def test_version_guard_names_the_supported_versions_when_a_seam_is_missing() -> 
     check_seam("torch", "a seam", present=True)  # the installed torch is in range: no error
 
 
+def test_a_torch_2_4_stage_without_weight_backward_attaches_to_1f1b_but_not_to_zero_bubble() -> None:
+    pytest.importorskip("torch")
+    from torch.distributed.pipelining import Schedule1F1B, ScheduleZBVZeroBubble
+
+    from zeus_integrations.pipeline import torch_pipelining
+
+    class Stage24:  # torch 2.4's PipelineStage: no backward_weight_one_chunk, no full_backward
+        stage_index, group_rank, group_size = 1, 1, 2
+
+        def forward_one_chunk(self, fwd_chunk_id: int, args: tuple, kwargs: dict | None = None) -> int:
+            return fwd_chunk_id
+
+        def backward_one_chunk(self, bwd_chunk_id: int, loss: Any = None) -> None: ...
+
+    stage, rec = Stage24(), Recorder()
+    schedule = object.__new__(Schedule1F1B)  # its step: one microbatch through the stage's methods
+    schedule.step = lambda: [stage.forward_one_chunk(0, ()), stage.backward_one_chunk(0, loss=None)]
+    with torch_pipelining.attach(rec, stage, schedule):
+        schedule.step()
+    assert rec.events[1:] == [
+        ("begin_iteration",),
+        ("begin", "forward", 0),
+        ("end", "forward", 0, False),
+        ("begin", "backward", 0),
+        ("end", "backward", 0, False),
+        ("end_iteration", False),
+    ]
+    assert "forward_one_chunk" not in vars(stage)
+    with pytest.raises(ZeusNotSupportedError, match="lacks PipelineStage.*backward_weight_one_chunk"):
+        torch_pipelining.attach(Recorder(), stage, object.__new__(ScheduleZBVZeroBubble))
+
+
+def test_a_schedule_this_torch_lacks_is_named_with_the_release_that_added_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("torch")
+    import torch.distributed.pipelining as pipelining
+
+    from zeus_integrations.pipeline import torch_pipelining
+
+    assert torch_pipelining.schedule_class("zbv") is pipelining.ScheduleZBVZeroBubble
+    monkeypatch.delattr(pipelining, "ScheduleZBVZeroBubble")  # as in torch 2.4 and 2.5
+    with pytest.raises(ZeusNotSupportedError, match=r"has no ScheduleZBVZeroBubble \(added in torch 2\.6\)"):
+        torch_pipelining.schedule_class("zbv")
+    with pytest.raises(ZeusNotSupportedError, match="unknown schedule 'dualpipe'"):
+        torch_pipelining.schedule_class("dualpipe")
+
+
 def test_adapters_import_no_framework_and_name_the_extra_when_missing(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -3,8 +3,8 @@
 ``scripts/torch_schedules.py`` runs ScheduleInterleaved1F1B (2 model chunks per rank),
 ScheduleZBVZeroBubble (a V of 2 chunks per rank, backward split into input and weight parts) and
 ScheduleInterleavedZeroBubble (2 looped chunks per rank, backward split), each through discovery,
-profiling, planning and applying. Virtual stages 1 and 3 do twice the work of
-0 and 2.
+profiling, planning and applying. Virtual stages 1 and 3 do twice the work of 0 and 2. On a torch
+without a zero-bubble schedule (ZBV < 2.6, interleaved zero bubble < 2.5) its cases skip, saying why.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.pipeline_runtime._helpers import check_changes, report, run_two_ranks
+from zeus_core.exceptions import ZeusNotSupportedError
 
 pytestmark = pytest.mark.slow
 
@@ -25,6 +26,17 @@ def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("torch_schedules")
     run_two_ranks("torch_schedules.py", folder)
     return folder
+
+
+def _missing(name: str) -> str | None:
+    """Why this torch lacks a zero-bubble schedule (ZBV: torch 2.6, interleaved: 2.5); None if it has it."""
+    from zeus_integrations.pipeline.torch_pipelining import schedule_class
+
+    try:
+        schedule_class(name)
+    except ZeusNotSupportedError as exc:
+        return str(exc)
+    return None
 
 
 def _planned(plan: dict, stage: int, chunk_of: dict[int, int], instructions: list) -> list[int]:
@@ -44,6 +56,9 @@ def _planned(plan: dict, stage: int, chunk_of: dict[int, int], instructions: lis
 def test_multi_stage_schedules_profile_plan_and_apply(
     out: Path, rank: int, phase: str, virtual, kinds
 ) -> None:
+    name = {"zbv": "zbv", "interleaved-zb": "interleaved-zero-bubble"}.get(phase)
+    if name is not None and (why := _missing(name)):
+        pytest.skip(why)
     rep = report(out, phase, rank)
     its = rep["iterations"]
     assert [i["phase"] for i in its] == PHASES

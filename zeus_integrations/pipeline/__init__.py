@@ -72,6 +72,8 @@ def require(module: str, what: str) -> ModuleType:
 
 
 #: Framework -> (distribution name, supported version range as declared in the ``pipeline`` extra).
+#: A test keeps this equal to pyproject.toml; CI runs the hooks at both ends (``.ci/versions``: the
+#: low ends that install there as CPU builds).
 SUPPORTED_VERSIONS: dict[str, tuple[str, str]] = {
     "torch": ("torch", ">=2.4,<2.14"),
     "deepspeed": ("deepspeed", ">=0.15,<0.20"),

@@ -9,8 +9,8 @@ unchanged on GPUs. Never needed for ``torch.distributed.pipelining``, which runs
   builds) and skips the JIT build of its shared-memory communication op, which ``TorchBackend``
   would otherwise compile with ninja for minutes (collectives then use plain gloo).
 * :func:`megatron_on_cpu`: Megatron-core's schedules allocate ``torch.zeros(..., device="cuda")``
-  buffers and call ``torch.cuda.current_device()`` / ``torch.cuda.synchronize()``; the shim
-  maps those to the CPU.
+  buffers, call ``torch.cuda.current_device()`` / ``torch.cuda.synchronize()`` and (up to 0.9)
+  ``Tensor.cuda()``; the shim maps those to the CPU.
 
 Example:
     >>> from zeus_integrations.pipeline import cpu_shims
@@ -63,4 +63,6 @@ def megatron_on_cpu() -> bool:
 
     cpu_zeros._zeus_cpu_shim = True  # type: ignore[attr-defined]
     torch.zeros = cpu_zeros  # type: ignore[assignment]
+    # megatron-core 0.9 moves its token counter with `torch.tensor(0).cuda()`: keep it on the CPU.
+    torch.Tensor.cuda = lambda self, *args, **kwargs: self  # type: ignore[method-assign]
     return True

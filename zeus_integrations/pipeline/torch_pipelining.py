@@ -8,8 +8,9 @@ hook wraps those methods *on the stage instances* of this rank (one for ``Schedu
 ``ScheduleGPipe``, several for ``ScheduleInterleaved1F1B``, ``ScheduleInterleavedZeroBubble`` and
 ``ScheduleZBVZeroBubble``), with the microbatch index as first argument and ``stage.stage_index``
 as the virtual stage, and ``schedule.step`` as one iteration. These are public methods of public
-classes; the hook checks them at attach time. Nothing is subclassed;
-:meth:`~zeus_integrations.pipeline.Attachment.detach` removes the wrappers.
+classes; the hook checks them at attach time (``backward_weight_one_chunk``, torch >= 2.5, only for
+the zero-bubble schedules; :func:`schedule_class` names the release that added a schedule).
+Nothing is subclassed; :meth:`~zeus_integrations.pipeline.Attachment.detach` removes the wrappers.
 
 Example:
     >>> from zeus_integrations.pipeline import torch_pipelining            # doctest: +SKIP
@@ -37,7 +38,7 @@ from zeus_integrations.pipeline import (
     wrap_iteration,
 )
 
-__all__ = ["SUPPORTED_SCHEDULES", "schedule_name", "attach"]
+__all__ = ["SUPPORTED_SCHEDULES", "schedule_class", "schedule_name", "attach"]
 
 #: torch schedule class name -> Zeus schedule name.
 SUPPORTED_SCHEDULES: dict[str, str] = {
@@ -48,6 +49,33 @@ SUPPORTED_SCHEDULES: dict[str, str] = {
     "ScheduleZBVZeroBubble": "zbv",
 }
 _METHODS = ("forward_one_chunk", "backward_one_chunk", "backward_weight_one_chunk")
+#: Schedules newer than the oldest supported torch -> the torch release that added them. Before
+#: 2.5, PipelineStage has no backward_weight_one_chunk, which only zero-bubble schedules call.
+_ADDED_IN = {"ScheduleInterleavedZeroBubble": "2.5", "ScheduleZBVZeroBubble": "2.6"}
+
+
+def schedule_class(name: str) -> type:
+    """The torch schedule class for a Zeus schedule name (``"zbv"`` -> ``ScheduleZBVZeroBubble``).
+
+    Raises:
+        ZeusNotSupportedError: An unknown name, or a schedule this torch does not have yet.
+    """
+    pipelining = require("torch.distributed.pipelining", "zeus_integrations.pipeline.torch_pipelining")
+    cls_name = next((c for c, n in SUPPORTED_SCHEDULES.items() if n == name), None)
+    if cls_name is None:
+        raise ZeusNotSupportedError(
+            f"torch_pipelining: unknown schedule {name!r}; use one of {sorted(SUPPORTED_SCHEDULES.values())}."
+        )
+    cls = getattr(pipelining, cls_name, None)
+    if cls is None:
+        import torch
+
+        added = _ADDED_IN.get(cls_name, "2.4")
+        raise ZeusNotSupportedError(
+            f"torch_pipelining: torch {torch.__version__} has no {cls_name} (added in torch {added}); "
+            f"upgrade with pip install 'torch>={added}' or use another schedule."
+        )
+    return cls
 
 
 def schedule_name(schedule: Any) -> str:
@@ -96,14 +124,16 @@ def attach(listener: InstructionListener, stage: Any | Sequence[Any], schedule: 
         ZeusConfigError: ``stage`` is not a pipeline stage, or the stages of one rank disagree.
     """
     name = schedule_name(schedule)
+    # Only zero-bubble schedules call backward_weight_one_chunk (torch >= 2.5 has it).
+    methods = _METHODS if type(schedule).__name__ in _ADDED_IN else _METHODS[:2]
     stages: list[Any] = list(stage) if isinstance(stage, (list, tuple)) else [stage]
     for st in stages:
         if not hasattr(st, "stage_index") or not hasattr(st, "group_rank"):
             raise ZeusConfigError(f"torch_pipelining.attach: {type(st).__name__} is not a PipelineStage.")
         check_seam(
             "torch",
-            f"PipelineStage.{', '.join(_METHODS)}",
-            all(callable(getattr(st, m, None)) for m in _METHODS),
+            f"PipelineStage.{', '.join(methods)}",
+            all(callable(getattr(st, m, None)) for m in methods),
         )
     ranks = {(int(st.group_rank), int(st.group_size)) for st in stages}
     if len(ranks) != 1:
@@ -126,13 +156,20 @@ def attach(listener: InstructionListener, stage: Any | Sequence[Any], schedule: 
                 "backward_one_chunk",
                 wrap_instruction(listener, _backward_kind, st.backward_one_chunk, _microbatch, v),
             ),
-            patch_attribute(
-                st,
-                "backward_weight_one_chunk",
-                wrap_instruction(
-                    listener, InstructionKind.BACKWARD_WEIGHT, st.backward_weight_one_chunk, _microbatch, v
-                ),
-            ),
         ]
+        if callable(getattr(st, "backward_weight_one_chunk", None)):
+            undo.append(
+                patch_attribute(
+                    st,
+                    "backward_weight_one_chunk",
+                    wrap_instruction(
+                        listener,
+                        InstructionKind.BACKWARD_WEIGHT,
+                        st.backward_weight_one_chunk,
+                        _microbatch,
+                        v,
+                    ),
+                )
+            )
     undo.append(patch_attribute(schedule, "step", wrap_iteration(listener, schedule.step)))
     return Attachment(f"torch.distributed.pipelining {type(schedule).__name__} rank {rank}", undo)

@@ -4,9 +4,9 @@ Phases (each rank writes ``<phase>-rank<r>.json``):
 
 * ``interleaved``: ScheduleInterleaved1F1B, 2 model chunks per rank (virtual stages r and r + 2);
 * ``zbv``: ScheduleZBVZeroBubble, a V of 2 chunks per rank (virtual stages r and 3 - r), with the
-  backward split into input (I) and weight (W) instructions;
+  backward split into input (I) and weight (W) instructions (skipped on torch < 2.6, which lacks it);
 * ``interleaved-zb``: ScheduleInterleavedZeroBubble, 2 looped chunks per rank (virtual stages r and
-  r + 2), backward split as in ``zbv``.
+  r + 2), backward split as in ``zbv`` (skipped on torch < 2.5).
 
 Each: 1 discovery + 2 profiling iterations (2 clocks) + 2 iterations applying the zero-slowdown plan.
 Usage: python -m torch.distributed.run --nproc-per-node 2 torch_schedules.py OUT_DIR
@@ -21,13 +21,9 @@ import sys
 import torch
 import torch.distributed as dist
 from _emulation import dump, make_gpu, runtime_report, work
-from torch.distributed.pipelining import (
-    PipelineStage,
-    ScheduleInterleaved1F1B,
-    ScheduleInterleavedZeroBubble,
-    ScheduleZBVZeroBubble,
-)
+from torch.distributed.pipelining import PipelineStage, ScheduleInterleaved1F1B
 
+from zeus_core.exceptions import ZeusNotSupportedError
 from zeus_core.optimizer.pipeline_frequency.profiler import FrequencySweep
 from zeus_core.optimizer.pipeline_frequency.runtime import PerseusRuntime
 from zeus_integrations.pipeline import torch_pipelining
@@ -68,8 +64,16 @@ def main(out: str) -> None:
     rank = dist.get_rank()
     gpu = make_gpu(rank)
     run("interleaved", out, rank, gpu, ScheduleInterleaved1F1B, [rank, rank + 2])
-    run("zbv", out, rank, gpu, ScheduleZBVZeroBubble, [rank, 3 - rank])
-    run("interleaved-zb", out, rank, gpu, ScheduleInterleavedZeroBubble, [rank, rank + 2])
+    for phase, name, virtual in (
+        ("zbv", "zbv", [rank, 3 - rank]),
+        ("interleaved-zb", "interleaved-zero-bubble", [rank, rank + 2]),
+    ):
+        try:
+            schedule = torch_pipelining.schedule_class(name)
+        except ZeusNotSupportedError as exc:  # an older torch: the test skips the phase
+            print(exc)
+        else:
+            run(phase, out, rank, gpu, schedule, virtual)
     dist.barrier()
     dist.destroy_process_group()
 
