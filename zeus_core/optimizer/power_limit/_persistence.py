@@ -16,6 +16,7 @@ from zeus_core.optimizer.power_limit.measurement import PowerLimitMeasurement
 from zeus_core.optimizer.power_limit.planner import Action, ActionKind
 from zeus_core.optimizer.power_limit.profile import JobGPUs, PowerLimitProfile, load_profile_on_every_rank
 from zeus_core.optimizer.power_limit.states import Done, Ready, State, state_to_dict
+from zeus_core.optimizer.power_limit.visits import VisitLog
 
 if TYPE_CHECKING:
     from zeus_core.optimizer.power_limit.selectors import OptimumSelector
@@ -45,6 +46,27 @@ class PersistenceMixin:
     _next_action: Callable[[Sequence[PowerLimitMeasurement]], Action]
     _cancel_open_window: Callable[[], None]
     _set_limit: Callable[[float], None]
+    _num_gpus: Callable[[], int]
+    _visits: VisitLog
+    _loaded: list[PowerLimitMeasurement]
+
+    def _adopt(
+        self, measurements: Sequence[PowerLimitMeasurement], visits: Any, source: str
+    ) -> list[PowerLimitMeasurement]:
+        """Take saved measurements and their visits' samples (see :mod:`.visits`) as this job's own.
+
+        Limits saved with their samples are re-judged from them, exactly as the job that saved
+        them would have; limits saved without (older files) are used as they are.
+        """
+        try:
+            log = VisitLog.from_json(visits, {m.power_limit_w for m in measurements})
+        except ZeusProfileError as e:
+            logger.warning("Ignoring the profiling samples saved in %s: %s", source, e)
+            log = VisitLog()
+        sampled = {v.power_limit_w for v in log.visits}
+        self._visits = log
+        self._loaded = [m for m in measurements if m.power_limit_w not in sampled]
+        return log.measurements(self._num_gpus(), self._loaded) if sampled else list(measurements)
 
     def _plan(self, measurements: Sequence[PowerLimitMeasurement], source: str) -> State:
         """Where to continue given limits already measured: the next limit to measure, or ``Done``."""
@@ -74,10 +96,11 @@ class PersistenceMixin:
         ):
             # The same selector already decided on these GPUs (perhaps when its step budget ran out,
             # which re-planning from the measurements alone would not know): keep its decision.
-            self._measurements = sorted(profile.measurements, key=lambda m: -m.power_limit_w)
+            self._measurements = self._adopt(profile.measurements, profile.extra.get("visits"), source)
             self._state = Done(profile.optimal_power_limit_w, f"reused from {source}: {profile.reason}")
         elif profile is not None:
-            self._state = self._plan(profile.measurements, source)
+            measurements = self._adopt(profile.measurements, profile.extra.get("visits"), source)
+            self._state = self._plan(measurements, source)
         else:
             self._info("No profile at %r yet; it will be written there.", str(self.profile_path))
 
@@ -85,7 +108,14 @@ class PersistenceMixin:
         if self.profile_path is None or self._job is None or not distributed.is_rank_zero():
             return
         measured = tuple(self._measurements)
-        profile = PowerLimitProfile(self._job, measured, optimal, repr(self.optimum_selector), reason)
+        profile = PowerLimitProfile(
+            self._job,
+            measured,
+            optimal,
+            repr(self.optimum_selector),
+            reason,
+            extra={"visits": self._visits.to_json()},
+        )
         profile.save(self.profile_path)
         if optimal is not None:
             self._info("Saved the power-limit profile to %r.", str(self.profile_path))
@@ -98,6 +128,7 @@ class PersistenceMixin:
             "measurements": [m.to_dict() for m in self._measurements],
             "power_limits_w": list(self.power_limits),
             "hardware": self._job.to_dict() if self._job is not None else None,
+            "visits": self._visits.to_json(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -134,6 +165,7 @@ class PersistenceMixin:
             except ZeusProfileError as e:
                 logger.warning("Dropping a checkpointed measurement: %s", e)
         self._cancel_open_window()
+        measurements = self._adopt(measurements, state.get("visits"), "the checkpoint")
         self._state = self._plan(measurements, "the checkpoint")
         if self._active:
             self._set_limit(

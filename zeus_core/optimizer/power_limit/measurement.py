@@ -389,26 +389,32 @@ def drop_stalls(
 
 
 def relative_step_spread(visits: Sequence[tuple[Sequence[float], Sequence[int]]]) -> float | None:
-    """Relative standard deviation of one step's time, pooled over visits (robust), or ``None``.
+    """Relative standard deviation of one step's time, pooled over groups of samples (robust), or ``None``.
 
-    Each visit's samples (times s, steps) give the deviations ``√n·|x/median − 1|`` of their
-    times per step ``x``; the estimate is 1.4826 × their median (a median absolute deviation,
-    which stalls barely move). Jitter is relative, so visits at different limits pool. ``None``
-    with fewer than eight deviations.
+    Within each group (the samples of one limit), every pair of samples ``i, j`` with times per
+    step ``x`` over ``n`` steps gives ``|x_i − x_j| / (m·sqrt(1/n_i + 1/n_j))``, ``m`` the group's
+    median: for jitter alone that is ``σ·|Z|``, whatever the group's size (deviations from a
+    group's own median shrink in groups of a few samples). The estimate is 1.4826 × the median
+    of all pairs. Stalls inflate it a little (a pair with a stalled sample is large); cleaning
+    the samples with it and estimating again removes that. Jitter is relative, so limits pool.
+    ``None`` with fewer than eight pairs.
 
     Example:
         >>> round(relative_step_spread([([1.0, 1.1, 0.9, 1.0], [1] * 4)] * 3), 4)
-        0.1483
+        0.1048
     """
     devs: list[float] = []
     for times, steps in visits:
-        if len(times) < 3:
-            continue
         per_step = [t / n for t, n in zip(times, steps)]
+        if len(per_step) < 2:
+            continue
         median = statistics.median(per_step)
         if median <= 0:  # e.g. energies of short samples that a coarse counter read as 0 J
             continue
-        devs.extend(math.sqrt(n) * abs(x / median - 1.0) for x, n in zip(per_step, steps))
+        for a in range(len(per_step)):
+            for b in range(a + 1, len(per_step)):
+                scale = median * math.sqrt(1.0 / steps[a] + 1.0 / steps[b])
+                devs.append(abs(per_step[a] - per_step[b]) / scale)
     return 1.4826 * statistics.median(devs) if len(devs) >= 8 else None
 
 

@@ -19,7 +19,6 @@ from zeus_core.optimizer.power_limit.measurement import (
     EarlyStopping,
     PowerLimitMeasurement,
     drop_stalls,
-    relative_step_spread,
 )
 from zeus_core.optimizer.power_limit.planner import (
     Action,
@@ -42,6 +41,7 @@ from zeus_core.optimizer.power_limit.states import (
     State,
     Warmup,
 )
+from zeus_core.optimizer.power_limit.visits import Visit, VisitLog
 from zeus_core.settings import Setting, SettingsGuard
 
 __all__ = ["GlobalPowerLimitOptimizer", "window_name"]
@@ -328,9 +328,9 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
         self._steps_used = 0
         self._begun = False
         self._rejected: dict[float, int] = {}
-        # Every finished visit's samples (times s, energies J, steps): the job-wide jitter that
-        # stall detection and the intervals judge a visit's few samples by.
-        self._visit_samples: list[tuple[tuple[float, ...], tuple[float, ...], tuple[int, ...]]] = []
+        # Every finished visit's samples: each limit is re-judged with the job-wide jitter.
+        self._visits = VisitLog()
+        self._loaded: list[PowerLimitMeasurement] = []  # resumed without samples (older files)
 
     # -- public read-only views ------------------------------------------------------------------
     @property
@@ -622,7 +622,7 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
 
     def _summarize(self, state: Profiling) -> PowerLimitMeasurement:
         """The visit's measurement from its samples, stalls dropped (:func:`.measurement.drop_stalls`)."""
-        spread = relative_step_spread([(t, n) for t, _, n in self._visit_samples])
+        spread, _ = self._visits.spreads()
         times, energies, counts = drop_stalls(
             state.times_s, state.energies_j, state.sample_steps, step_spread=spread
         )
@@ -636,37 +636,30 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
         A few samples may agree by chance, and the first limits were measured before any pooled
         figure existed, so each measurement's own spread is raised to the job's where it is lower.
         """
-        time_sd = relative_step_spread([(t, n) for t, _, n in self._visit_samples])
-        energy_sd = relative_step_spread([(e, n) for _, e, n in self._visit_samples])
+        time_sd, energy_sd = self._visits.spreads()
         return [m.with_spread_floor(time_sd, energy_sd) for m in measurements]
 
     def _measured_enough(self, state: Profiling) -> bool:
         rule = self.early_stopping
         assert rule is not None
-        partial = self._summarize(state)
-        prior = self._measured(state.power_limit_w) if state.refine else None
-        (current,) = self._judged([prior.merge(partial) if prior is not None else partial])
-        return measured_enough(current, self._judged(self._measurements), self.optimum_selector, rule)
+        visit = Visit(state.power_limit_w, state.times_s, state.energies_j, state.sample_steps)
+        current = self._visits.measurements(self._num_gpus(), self._loaded, extra=visit)
+        (m,) = [x for x in current if x.power_limit_w == state.power_limit_w]
+        # The other limits as they stand (without this visit's samples in the jitter estimate).
+        return measured_enough(m, self._measurements, self.optimum_selector, rule)
 
     def _finish_limit(self, state: Profiling) -> State:
         limit = state.power_limit_w
-        prior = self._measured(limit) if state.refine else None
         m = self._summarize(state)
-        self._visit_samples.append((state.times_s, state.energies_j, state.sample_steps))
         if self._impossible(m):
             return self._reject(m, state.refine)
-        self._warn_if_too_few_samples(prior.merge(m) if prior is not None else m)
-        if prior is None:
-            self._measurements.append(m)
-            self._measurements.sort(key=lambda x: -x.power_limit_w)
-            self._info("Profiled %s%s", m.describe(), self._tag())
-        else:
-            m = prior.merge(m)
-            self._measurements = [m if old.power_limit_w == limit else old for old in self._measurements]
-            self._info("Refined %s%s", m.describe(), self._tag())
-        # Stored with the floor, so a profile file or checkpoint resumes with the same verdicts.
-        self._measurements = self._judged(self._measurements)
-        return self._follow(self._next_action(self._measurements), first_refine=prior is None)
+        self._visits.add(Visit(limit, state.times_s, state.energies_j, state.sample_steps))
+        # Every limit is re-judged: the job-wide jitter now includes this visit (see .visits).
+        self._measurements = self._visits.measurements(self._num_gpus(), self._loaded)
+        m = next(x for x in self._measurements if x.power_limit_w == limit)
+        self._warn_if_too_few_samples(m)
+        self._info("%s %s%s", "Refined" if state.refine else "Profiled", m.describe(), self._tag())
+        return self._follow(self._next_action(self._measurements), first_refine=not state.refine)
 
     def _follow(self, action: Action, first_refine: bool = False) -> State:
         """Enter the state that carries out ``action``."""
