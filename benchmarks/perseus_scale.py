@@ -4,9 +4,9 @@ For each size ``S×M`` (stages × microbatches, 2 model chunks per stage: ``2·2
 it builds the interleaved 1F1B schedule (Megatron-core's order), takes a synthetic A100-like
 profile from the documented physical model (**simulated**), keeps the clocks the default adaptive
 profiler measures (at most 8 per stage), and plans the zero-slowdown point with
-``plan_at_time`` (real-time LP with start-time windows as bounds, repair, slack reclaiming; no full frontier). Columns: wall
-seconds for the DAG, the LP and the refinement, their total against the 60 s target, and the
-plan's replayed saving and slowdown versus all-highest clocks. With ``--check``, the smallest size
+``plan_at_time`` (real-time LP with start-time windows as bounds, repair, slack reclaiming; no
+full frontier). Columns: wall seconds for the DAG, the LP and the refinement, their total against
+the 60 s target, and the plan's replayed saving and slowdown versus all-highest clocks. With ``--check``, the smallest size
 is also planned through the full frontier (``plan_frontier(...).zero_slowdown_plan()``) and both
 energies are printed side by side.
 
