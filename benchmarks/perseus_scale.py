@@ -6,9 +6,9 @@ profile from the documented physical model (**simulated**), keeps the clocks the
 profiler measures (at most 8 per stage), and plans the zero-slowdown point with
 ``plan_at_time`` (real-time LP with start-time windows as bounds, repair, slack reclaiming; no
 full frontier). Columns: wall seconds for the DAG, the LP and the refinement, their total against
-the 60 s target, and the plan's replayed saving and slowdown versus all-highest clocks. With ``--check``, the smallest size
-is also planned through the full frontier (``plan_frontier(...).zero_slowdown_plan()``) and both
-energies are printed side by side.
+the 60 s target, and the plan's replayed saving and slowdown versus all-highest clocks. With
+``--check``, the smallest size is also planned through the full frontier
+(``plan_frontier(...).zero_slowdown_plan()``) and both energies are printed side by side.
 
 Run ``python benchmarks/perseus_scale.py`` (all sizes) or ``--sizes 8x64`` (quick).
 """
