@@ -9,12 +9,14 @@ Phases (each rank writes ``<phase>-rank<r>.json``):
 Each profiles two clocks, plans, and applies (1 discovery + 2 profiling + 2 applying iterations),
 then makes one forward-only call (evaluation, ignored). Then ``megatron-grouped`` records the
 instruction order of one interleaved iteration of 5 microbatches in groups of 3
-(``microbatch_group_size_per_vp_stage=3``), Megatron-core's tunable order.
+(``microbatch_group_size_per_vp_stage=3``), Megatron-core's tunable order; a megatron-core without
+that knob (0.9) runs its fixed groups (one microbatch per stage) with 4 microbatches instead.
 Usage: python -m torch.distributed.run --nproc-per-node 2 megatron_pipeline.py OUT_DIR
 """
 
 from __future__ import annotations
 
+import dataclasses
 import faulthandler
 import os
 import sys
@@ -134,7 +136,8 @@ def run(
         recorder = OrderRecorder()
         with zeus_megatron.attach(recorder):
             call()
-        dump(out, phase, {"schedule": recorder.schedule, "order": recorder.order})
+        seen = {"schedule": recorder.schedule, "order": recorder.order}
+        dump(out, phase, {**seen, "microbatches": microbatches, "group": group})
         parallel_state.destroy_model_parallel()
         return
     original = (schedules.forward_step, schedules.backward_step, schedules.get_forward_backward_func())
@@ -162,13 +165,23 @@ def run(
     parallel_state.destroy_model_parallel()
 
 
+def _tunable_groups() -> bool:
+    """Whether this megatron-core has ``microbatch_group_size_per_vp_stage`` (0.9 has not)."""
+    from megatron.core.model_parallel_config import ModelParallelConfig
+
+    return "microbatch_group_size_per_vp_stage" in {f.name for f in dataclasses.fields(ModelParallelConfig)}
+
+
 def main(out: str) -> None:
     faulthandler.dump_traceback_later(150, exit=True)
     cpu_shims.megatron_on_cpu()
     torch.distributed.init_process_group("gloo")
     run("megatron", out, chunks=1)
     run("megatron-interleaved", out, chunks=2)
-    run("megatron-grouped", out, chunks=2, microbatches=5, group=3)
+    if _tunable_groups():
+        run("megatron-grouped", out, chunks=2, microbatches=5, group=3)
+    else:  # an older megatron-core (e.g. 0.9): its fixed groups of one microbatch per stage
+        run("megatron-grouped", out, chunks=2, microbatches=4, group=2)
     torch.distributed.barrier()  # no rank tears gloo down while another still reads the last collective
     torch.distributed.destroy_process_group()
 
