@@ -48,7 +48,7 @@ class PersistenceMixin:
     _set_limit: Callable[[float], None]
     _num_gpus: Callable[[], int]
     _visits: VisitLog
-    _loaded: list[PowerLimitMeasurement]
+    _unsampled: list[PowerLimitMeasurement]
 
     def _adopt(
         self, measurements: Sequence[PowerLimitMeasurement], visits: Any, source: str
@@ -65,8 +65,8 @@ class PersistenceMixin:
             log = VisitLog()
         sampled = {v.power_limit_w for v in log.visits}
         self._visits = log
-        self._loaded = [m for m in measurements if m.power_limit_w not in sampled]
-        return log.measurements(self._num_gpus(), self._loaded) if sampled else list(measurements)
+        self._unsampled = [m for m in measurements if m.power_limit_w not in sampled]
+        return log.measurements(self._num_gpus(), self._unsampled) if sampled else list(measurements)
 
     def _plan(self, measurements: Sequence[PowerLimitMeasurement], source: str) -> State:
         """Where to continue given limits already measured: the next limit to measure, or ``Done``."""

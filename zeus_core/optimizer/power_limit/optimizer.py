@@ -330,7 +330,7 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
         self._rejected: dict[float, int] = {}
         # Every finished visit's samples: each limit is re-judged with the job-wide jitter.
         self._visits = VisitLog()
-        self._loaded: list[PowerLimitMeasurement] = []  # resumed without samples (older files)
+        self._unsampled: list[PowerLimitMeasurement] = []  # resumed without samples (older files)
 
     # -- public read-only views ------------------------------------------------------------------
     @property
@@ -630,20 +630,11 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
             state.power_limit_w, times, energies, self._num_gpus(), steps=counts
         )
 
-    def _judged(self, measurements: Sequence[PowerLimitMeasurement]) -> list[PowerLimitMeasurement]:
-        """The measurements as the rules judge them, with the job-wide jitter as a spread floor.
-
-        A few samples may agree by chance, and the first limits were measured before any pooled
-        figure existed, so each measurement's own spread is raised to the job's where it is lower.
-        """
-        time_sd, energy_sd = self._visits.spreads()
-        return [m.with_spread_floor(time_sd, energy_sd) for m in measurements]
-
     def _measured_enough(self, state: Profiling) -> bool:
         rule = self.early_stopping
         assert rule is not None
         visit = Visit(state.power_limit_w, state.times_s, state.energies_j, state.sample_steps)
-        current = self._visits.measurements(self._num_gpus(), self._loaded, extra=visit)
+        current = self._visits.measurements(self._num_gpus(), self._unsampled, extra=visit)
         (m,) = [x for x in current if x.power_limit_w == state.power_limit_w]
         # The other limits as they stand (without this visit's samples in the jitter estimate).
         return measured_enough(m, self._measurements, self.optimum_selector, rule)
@@ -655,7 +646,7 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
             return self._reject(m, state.refine)
         self._visits.add(Visit(limit, state.times_s, state.energies_j, state.sample_steps))
         # Every limit is re-judged: the job-wide jitter now includes this visit (see .visits).
-        self._measurements = self._visits.measurements(self._num_gpus(), self._loaded)
+        self._measurements = self._visits.measurements(self._num_gpus(), self._unsampled)
         m = next(x for x in self._measurements if x.power_limit_w == limit)
         self._warn_if_too_few_samples(m)
         self._info("%s %s%s", "Refined" if state.refine else "Profiled", m.describe(), self._tag())
@@ -749,7 +740,7 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
         if not candidates:
             return Action(ActionKind.DONE, self.power_limits[0], "every limit's measurement was impossible")
         action = next_action(
-            self._judged(measurements),
+            measurements,
             candidates,
             self.optimum_selector,
             self.early_stopping,
