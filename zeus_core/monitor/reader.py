@@ -252,8 +252,12 @@ class GpuTrack:
         through the last ticks' raw estimates (tick number -> time) is good to a fraction of that.
         Ticks are numbered by the median gap (a tick the reader missed still counts), only ticks
         seen between close reads enter the fit, and the line is used only where it passes through
-        each of their intervals: a counter that is not periodic keeps its raw estimates. Each
-        fitted instant stays inside the interval its own reads prove.
+        each of their intervals: a counter that is not periodic keeps its raw estimates. The fitted
+        instant stays inside the interval its own reads prove.
+
+        Only the newest tick moves: stamps up to each older tick were resolved against it already,
+        and moving it would make a later stamp's value disagree with theirs (a window could then
+        come out negative).
         """
         m = min(len(self._tick_mid), _FIT_TICKS)
         if m < 3:
@@ -276,11 +280,10 @@ class GpuTrack:
         ):
             return  # not periodic enough: keep the raw estimates
         self.period_s = slope
-        first = len(self._tick_mid) - m
-        for i, f in enumerate(fitted, start=first):
-            t = min(max(f, self._tick_lo[i]), self._tick_hi[i])
-            if i == 0 or t > self._tick_t[i - 1]:
-                self._tick_t[i] = t
+        newest = len(self._tick_t) - 1
+        t = min(max(fitted[-1], self._tick_lo[newest]), self._tick_hi[newest])
+        if t > self._tick_t[newest - 1]:
+            self._tick_t[newest] = t
 
     def _on_power(self, t: float, watts: float) -> None:
         if self._pow_t and t <= self._pow_t[-1]:
