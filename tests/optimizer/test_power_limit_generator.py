@@ -8,6 +8,7 @@ import pytest
 
 from zeus_core.optimizer.power_limit.generator import GPUS, NoisyRun, StepNoise, generate
 from zeus_core.optimizer.power_limit.measurement import (
+    EarlyStopping,
     PowerLimitMeasurement,
     drop_stalls,
     relative_step_spread,
@@ -110,3 +111,22 @@ def test_the_job_wide_spread_is_a_floor_under_a_lucky_measurement() -> None:
     corr = lucky.covariance_js / (lucky.time_var_s2 * lucky.energy_var_j2) ** 0.5
     assert floored.covariance_js / (floored.time_var_s2 * floored.energy_var_j2) ** 0.5 == pytest.approx(corr)
     assert lucky.with_spread_floor(None, None) is lucky
+
+
+def test_a_limit_consistent_with_the_job_jitter_borrows_its_degrees_of_freedom() -> None:
+    # Four samples alone have 3 degrees of freedom (t quantile 3.18); resting on a job-wide
+    # spread from 40 more, the same limit is judged with a quantile near 2.
+    calm = PowerLimitMeasurement.from_samples(
+        250, [1.60, 1.72, 1.64, 1.68], [400.0, 430.0, 410.0, 420.0], 1, steps=[4] * 4
+    )
+    pooled = calm.with_spread_floor(0.05, 0.05, spread_dof=40)
+    assert calm.dof == 3 and pooled.dof == 40 and pooled.samples == 4
+    assert EarlyStopping().quantile(pooled.dof) < 0.7 * EarlyStopping().quantile(calm.dof)
+    # A limit far noisier than the job (30 % per step) keeps its own spread and degrees of freedom.
+    wild = PowerLimitMeasurement.from_samples(
+        250, [1.2, 2.2, 1.4, 2.0], [300.0, 550.0, 350.0, 500.0], 1, steps=[4] * 4
+    )
+    kept = wild.with_spread_floor(0.05, 0.05, spread_dof=40)
+    assert kept.dof == 3 and kept.time_var_s2 == wild.time_var_s2
+    # Saved and loaded, a measurement keeps them.
+    assert PowerLimitMeasurement.from_dict(pooled.to_dict()) == pooled

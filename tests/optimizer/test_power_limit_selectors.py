@@ -71,6 +71,15 @@ def test_slowdown_is_relative_to_the_highest_limit_as_in_zeus() -> None:
     assert [m.power_limit_w for m in MaxSlowdownConstraint(1.1).feasible(ms)] == [300, 250, 200]
 
 
+def test_slowdown_bound_allows_its_tolerance_on_the_measured_slowdown() -> None:
+    # 200 W is measured 0.4 % over the bound (1.1 × 0.5 s = 0.55 s): within the default half
+    # percent, so it is taken; a strict bound or a limit 1 % over is not.
+    ms = exact([(300, 0.50, 140.0), (250, 0.52, 125.0), (200, 0.5522, 110.0), (150, 0.5555, 100.0)])
+    assert MaxSlowdownConstraint(1.1).select(ms) == 200
+    assert MaxSlowdownConstraint(1.1, tolerance=0.0).select(ms) == 250
+    assert MaxSlowdownConstraint(1.1, tolerance=0.02).select(ms) == 150
+
+
 @pytest.mark.parametrize(
     ("make", "text"),
     [
@@ -78,6 +87,7 @@ def test_slowdown_is_relative_to_the_highest_limit_as_in_zeus() -> None:
         (lambda: ZeusCost(-0.1), "eta_knob=-0.1"),
         (lambda: ZeusCost(0.5, world_size=0), "world_size=0"),
         (lambda: MaxSlowdownConstraint(0.9), "factor=0.9"),
+        (lambda: MaxSlowdownConstraint(1.1, tolerance=0.1), "tolerance=0.1"),
         (lambda: EarlyStopping(confidence=1.0), "confidence=1.0"),
         (lambda: EarlyStopping(min_steps=2, patience=0), "min_steps=2"),
         (lambda: EarlyStopping(rel_tol=0), "rel_tol=0"),
@@ -95,7 +105,7 @@ def test_selecting_from_nothing_says_what_to_do() -> None:
 
 
 def test_selectors_have_a_readable_text_form() -> None:
-    assert repr(MaxSlowdownConstraint(1.1)) == "MaxSlowdownConstraint(factor=1.1)"
+    assert repr(MaxSlowdownConstraint(1.1)) == "MaxSlowdownConstraint(factor=1.1, tolerance=0.005)"
     assert repr(ZeusCost(0.5, 4)) == "ZeusCost(eta_knob=0.5, world_size=4)"
     assert repr(Energy()) == "Energy()"
 

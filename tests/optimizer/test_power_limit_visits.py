@@ -39,6 +39,9 @@ def test_the_first_limit_is_cleaned_once_later_visits_show_the_jitter() -> None:
     time_sd, energy_sd = log.spreads()
     assert time_sd is not None and 0.025 < time_sd < 0.09  # ~5 % per step, not the stalls' spread
     assert energy_sd is not None
+    # The jitter rests on every limit's samples: limits consistent with it take its degrees of freedom.
+    assert log.spread_dof() >= 5
+    assert judged[250].dof == log.spread_dof() > judged[250].samples - 1
 
 
 def test_a_short_refinement_visit_is_judged_with_the_limits_earlier_samples() -> None:

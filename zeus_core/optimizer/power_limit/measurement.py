@@ -54,6 +54,8 @@ class PowerLimitMeasurement:
         num_gpus: GPUs in the job (all ranks) whose energy is summed.
         samples: Samples (energy-counter reads) the variances come from, 1..``steps``;
             ``None`` means one per step (measurements saved before samples existed).
+        spread_dof: Degrees of freedom of the variances when they rest on the job-wide spread
+            (:meth:`with_spread_floor`), or ``None`` when they rest on this limit's samples alone.
     """
 
     power_limit_w: float
@@ -65,6 +67,7 @@ class PowerLimitMeasurement:
     covariance_js: float = 0.0
     num_gpus: int = 1
     samples: int | None = None
+    spread_dof: int | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -90,6 +93,7 @@ class PowerLimitMeasurement:
             or self.energy_per_step_j < 0
             or self.num_gpus < 1
             or not 1 <= samples <= self.steps
+            or (self.spread_dof is not None and self.spread_dof < 0)
         ):
             raise ZeusProfileError(
                 f"PowerLimitMeasurement at {self.power_limit_w} W: need a finite limit > 0 W, "
@@ -164,7 +168,9 @@ class PowerLimitMeasurement:
 
     @property
     def dof(self) -> int:
-        """Degrees of freedom of the variance estimates (samples − 1)."""
+        """Degrees of freedom of the variance estimates: samples − 1, or :attr:`spread_dof`."""
+        if self.spread_dof is not None:
+            return self.spread_dof
         return self.samples - 1  # type: ignore[operator]  # never None after __post_init__
 
     def cost(self, energy_weight: float, time_weight: float) -> float:
@@ -200,7 +206,7 @@ class PowerLimitMeasurement:
         return math.sqrt(max(var, 0.0) / self.steps) / self.time_per_step_s
 
     def with_spread_floor(
-        self, time_rel_sd: float | None, energy_rel_sd: float | None
+        self, time_rel_sd: float | None, energy_rel_sd: float | None, spread_dof: int | None = None
     ) -> "PowerLimitMeasurement":
         """This measurement with per-step variances at least those of the given relative spreads.
 
@@ -209,17 +215,42 @@ class PowerLimitMeasurement:
         (:func:`relative_step_spread` over every limit measured so far) is a floor: each
         variance becomes ``max(own, (rel_sd · mean)²)``, and the covariance keeps its correlation.
 
+        The job-wide spread rests on far more samples than one limit's few, so where this
+        limit's own spread is consistent with it (not above the 99th percentile that the job's
+        jitter gives ``samples − 1`` degrees of freedom), the variances take its ``spread_dof``
+        degrees of freedom: tests on a limit of four samples then use a t quantile near 2, not
+        3.2. A limit noisier than the job keeps its own degrees of freedom.
+
         Args:
             time_rel_sd: Relative standard deviation of one step's time, or ``None`` (no floor).
             energy_rel_sd: Relative standard deviation of one step's energy, or ``None``.
+            spread_dof: Degrees of freedom of the job-wide spreads, or ``None`` (keep this limit's).
         """
-        vt = max(self.time_var_s2, ((time_rel_sd or 0.0) * self.time_per_step_s) ** 2)
-        ve = max(self.energy_var_j2, ((energy_rel_sd or 0.0) * self.energy_per_step_j) ** 2)
-        if vt == self.time_var_s2 and ve == self.energy_var_j2:
+        floor_t = ((time_rel_sd or 0.0) * self.time_per_step_s) ** 2
+        floor_e = ((energy_rel_sd or 0.0) * self.energy_per_step_j) ** 2
+        vt, ve = max(self.time_var_s2, floor_t), max(self.energy_var_j2, floor_e)
+        own_dof = self.samples - 1  # type: ignore[operator]
+        dof = None
+        if (
+            spread_dof is not None
+            and spread_dof > own_dof
+            and time_rel_sd
+            and energy_rel_sd
+            and _consistent(self.time_var_s2, floor_t, own_dof)
+            and _consistent(self.energy_var_j2, floor_e, own_dof)
+        ):
+            dof = spread_dof
+        if vt == self.time_var_s2 and ve == self.energy_var_j2 and dof == self.spread_dof:
             return self
         own = math.sqrt(self.time_var_s2 * self.energy_var_j2)
         corr = self.covariance_js / own if own > 0 else 0.0
-        return replace(self, time_var_s2=vt, energy_var_j2=ve, covariance_js=corr * math.sqrt(vt * ve))
+        return replace(
+            self,
+            time_var_s2=vt,
+            energy_var_j2=ve,
+            covariance_js=corr * math.sqrt(vt * ve),
+            spread_dof=dof,
+        )
 
     def merge(self, other: "PowerLimitMeasurement") -> "PowerLimitMeasurement":
         """Pool two measurements of the same limit (e.g. a refinement visit) into one.
@@ -238,7 +269,7 @@ class PowerLimitMeasurement:
             )
         n1, n2 = self.steps, other.steps
         n = n1 + n2
-        k1, k2 = self.dof, other.dof  # samples − 1 of each
+        k1, k2 = self.samples - 1, other.samples - 1  # type: ignore[operator]
         dt = other.time_per_step_s - self.time_per_step_s
         de = other.energy_per_step_j - self.energy_per_step_j
         w = n1 * n2 / n
@@ -285,6 +316,7 @@ class PowerLimitMeasurement:
                 covariance_js=float(kwargs.get("covariance_js", 0.0)),
                 num_gpus=int(kwargs.get("num_gpus", 1)),
                 samples=None if samples is None else int(samples),
+                spread_dof=None if kwargs.get("spread_dof") is None else int(kwargs["spread_dof"]),
             )
         except (KeyError, TypeError, ValueError) as e:
             if isinstance(e, ZeusProfileError):
@@ -418,6 +450,20 @@ def relative_step_spread(visits: Sequence[tuple[Sequence[float], Sequence[int]]]
     return 1.4826 * statistics.median(devs) if len(devs) >= 8 else None
 
 
+def _consistent(own_var: float, floor_var: float, own_dof: int) -> bool:
+    """Whether a variance on ``own_dof`` degrees of freedom fits the job's ``floor_var``.
+
+    Under the job's jitter, ``own_dof · own / floor`` is chi-square with ``own_dof`` degrees of
+    freedom; it fits below that distribution's 99th percentile (Wilson–Hilferty).
+    """
+    if own_dof < 1 or own_var <= floor_var:
+        return True
+    if floor_var <= 0:
+        return False
+    h = 2.0 / (9.0 * own_dof)
+    return own_var / floor_var <= (1.0 - h + 2.3263 * math.sqrt(h)) ** 3
+
+
 def _t_central(t: float, dof: int) -> float:
     """P(|T| < t) for Student's t with integer ``dof`` (Abramowitz & Stegun 26.7.3–4, exact)."""
     theta = math.atan(t / math.sqrt(dof))
@@ -545,7 +591,7 @@ class EarlyStopping:
 
         Never with fewer than ``min_steps`` steps or ``min_samples`` samples.
         """
-        if m.steps < self.min_steps or m.dof + 1 < self.min_samples:
+        if m.steps < self.min_steps or m.samples < self.min_samples:  # type: ignore[operator]
             return False
         q = self.quantile(m.dof)
         return (

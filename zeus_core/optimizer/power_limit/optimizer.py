@@ -716,7 +716,7 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
             rule is None
             or self._warned_short
             or m.steps < self.profile_steps
-            or m.dof + 1 >= rule.min_samples
+            or m.samples >= rule.min_samples  # type: ignore[operator]
         ):
             return
         self._warned_short = True

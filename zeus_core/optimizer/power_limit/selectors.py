@@ -313,11 +313,19 @@ class MaxSlowdownConstraint(OptimumSelector):
       rule.tie_tol`` times the allowed slowdown (``factor`` × the reference) and its energy is
       less than ``rule.tie_tol`` above every other contender's.
 
+    A limit counts as within the bound when its *measured* slowdown is at most ``factor × (1 +
+    tolerance)``. A few hundred steps with a few percent of jitter know a slowdown to about ±1 %,
+    so a strict bound rejects an optimum that sits just under it about half the time, for the
+    next limit up: a whole limit step more energy. The default half a percent takes such an
+    optimum most of the time while a limit truly more than 1 % over the bound is rarely taken;
+    ``tolerance=0`` makes the measured bound strict.
+
     Args:
         factor: Allowed slowdown, >= 1 (1.1: at most 10 % slower than at the highest limit).
+        tolerance: Relative allowance on the measured slowdown, in ``[0, 0.05]`` (0.005: 0.5 %).
 
     Raises:
-        ZeusConfigError: ``factor < 1``.
+        ZeusConfigError: ``factor < 1`` or ``tolerance`` outside ``[0, 0.05]``.
 
     Example:
         >>> from zeus_core.optimizer.power_limit import PowerLimitMeasurement as M
@@ -328,12 +336,18 @@ class MaxSlowdownConstraint(OptimumSelector):
 
     supports_early_stopping: ClassVar[bool] = True
 
-    def __init__(self, factor: float) -> None:
+    def __init__(self, factor: float, tolerance: float = 0.005) -> None:
         if not factor >= 1.0:
             raise ZeusConfigError(
                 f"MaxSlowdownConstraint(factor={factor}): the allowed slowdown must be >= 1.0 (e.g. 1.1)."
             )
+        if not 0.0 <= tolerance <= 0.05:
+            raise ZeusConfigError(
+                f"MaxSlowdownConstraint(tolerance={tolerance}): use a fraction in [0, 0.05] "
+                "(0.005 allows measured slowdowns 0.5 % over the bound; 0 makes it strict)."
+            )
         self.factor = float(factor)
+        self.tolerance = float(tolerance)
 
     @staticmethod
     def reference(measurements: Measurements) -> PowerLimitMeasurement:
@@ -341,8 +355,8 @@ class MaxSlowdownConstraint(OptimumSelector):
         return max(measurements, key=lambda m: m.power_limit_w)
 
     def feasible(self, measurements: Measurements) -> list[PowerLimitMeasurement]:
-        """Measurements whose time per step is within ``factor`` of the highest limit's."""
-        allowed = self.factor * self.reference(measurements).time_per_step_s
+        """Measurements whose time per step is within ``factor × (1 + tolerance)`` of the highest limit's."""
+        allowed = self.factor * (1.0 + self.tolerance) * self.reference(measurements).time_per_step_s
         return [m for m in measurements if m.time_per_step_s <= allowed]
 
     def _best(self, measurements: Measurements) -> PowerLimitMeasurement:

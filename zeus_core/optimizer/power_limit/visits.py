@@ -56,7 +56,7 @@ class VisitLog:
 
     def __init__(self) -> None:
         self.visits: list[Visit] = []
-        self._spreads: tuple[float | None, float | None] | None = None  # of the visits so far
+        self._spreads: tuple[float | None, float | None, int] | None = None  # of the visits so far
 
     def add(self, visit: Visit) -> None:
         """Record a finished visit."""
@@ -77,18 +77,31 @@ class VisitLog:
 
     def spreads(self) -> tuple[float | None, float | None]:
         """Job-wide relative standard deviation of one step's time and energy (``None``: too few samples)."""
+        time_sd, energy_sd, _ = self._estimates()
+        return time_sd, energy_sd
+
+    def spread_dof(self) -> int:
+        """Degrees of freedom of :meth:`spreads`.
+
+        Half the samples' (each limit's cleaned samples − 1, summed): a median of pairwise
+        differences is a less efficient estimate than a variance, and half is a safe count.
+        """
+        return self._estimates()[2]
+
+    def _estimates(self) -> tuple[float | None, float | None, int]:
         if self._spreads is None:
             self._spreads = self._estimate_spreads()
         return self._spreads
 
-    def _estimate_spreads(self) -> tuple[float | None, float | None]:
+    def _estimate_spreads(self) -> tuple[float | None, float | None, int]:
         groups = list(self._by_limit().values())
         time_sd = relative_step_spread([(t, n) for t, _, n in groups])
         cleaned = groups
         for _ in range(2):  # stalls inflate the first estimate; the cleaned samples give the jitter
             cleaned = [drop_stalls(t, e, n, step_spread=time_sd) for t, e, n in groups]
             time_sd = relative_step_spread([(t, n) for t, _, n in cleaned]) or time_sd
-        return time_sd, relative_step_spread([(e, n) for _, e, n in cleaned])
+        dof = sum(max(len(t) - 1, 0) for t, _, _ in cleaned) // 2
+        return time_sd, relative_step_spread([(e, n) for _, e, n in cleaned]), dof
 
     def measurements(
         self, num_gpus: int, loaded: Sequence[PowerLimitMeasurement] = (), extra: Visit | None = None
@@ -100,7 +113,7 @@ class VisitLog:
             loaded: Measurements without samples (resumed from older files), pooled with later visits.
             extra: A visit in progress, judged with the finished ones (its limit's figure includes it).
         """
-        time_sd, energy_sd = self.spreads()
+        time_sd, energy_sd, dof = self._estimates()
         by_limit: dict[float, PowerLimitMeasurement] = {m.power_limit_w: m for m in loaded}
         for limit, (times, energies, steps) in self._by_limit(extra).items():
             t, e, n = drop_stalls(times, energies, steps, step_spread=time_sd)
@@ -108,7 +121,7 @@ class VisitLog:
             prior = by_limit.get(limit)
             by_limit[limit] = prior.merge(m) if prior is not None else m
         return sorted(
-            (m.with_spread_floor(time_sd, energy_sd) for m in by_limit.values()),
+            (m.with_spread_floor(time_sd, energy_sd, dof) for m in by_limit.values()),
             key=lambda m: -m.power_limit_w,
         )
 
