@@ -294,6 +294,32 @@ def test_tied_contenders_are_refined_past_profile_steps_until_settled() -> None:
     assert len(Time().contenders(wide, rule)) == 2 and Time().settled(wide, rule)
 
 
+def test_contenders_are_refined_most_promising_first_and_only_those_the_budget_pays_for() -> None:
+    rule = EarlyStopping()
+    limits = [300.0, 275.0, 250.0, 225.0, 200.0]
+    # Five contenders within noise of each other, all surveyed for 10 steps: Energy refines the
+    # cheapest-looking first (not the highest), and with budget for one visit only the two most
+    # promising are left in play.
+    flat = [_m(w, 10, 0.2, e, 0.05) for w, e in zip(limits, (80.0, 79.5, 79.0, 78.0, 78.5))]
+    assert len(Energy().contenders(flat, rule)) == 5
+    assert next_action(flat, limits, Energy(), rule, 40).power_limit_w == 225.0
+    refined = [m if m.power_limit_w != 225.0 else _m(225.0, 50, 0.2, 78.0, 0.05) for m in flat]
+    assert next_action(refined, limits, Energy(), rule, 40).power_limit_w == 200.0
+    # 300 W, still at its 10 survey steps, is a contender but the least promising (highest
+    # optimistic energy): refined next while the budget pays for every contender, left out when
+    # it pays for one visit only.
+    three = [_m(300, 10, 0.2, 80.0, 0.03), _m(275, 50, 0.2, 78.4, 0.05), _m(250, 50, 0.2, 78.0, 0.05)]
+    assert len(Energy().contenders(three, rule)) == 3
+    assert next_action(three, limits[:3], Energy(), rule, 40).power_limit_w == 300.0
+    assert next_action(three, limits[:3], Energy(), rule, 40, affordable_visits=3).power_limit_w == 300.0
+    assert next_action(three, limits[:3], Energy(), rule, 40, affordable_visits=1).power_limit_w == 250.0
+    # MaxSlowdown refines its reference first: every feasibility verdict rests on it.
+    slow = [_m(300, 10, 0.200, 80.0, 0.05), _m(275, 10, 0.215, 76.0, 0.05), _m(250, 10, 0.222, 72.0, 0.05)]
+    sel = MaxSlowdownConstraint(1.1)
+    assert sel.refine_priority(slow[0], slow, rule) < sel.refine_priority(slow[2], slow, rule)
+    assert next_action(slow, [300.0, 275.0, 250.0], sel, rule, 40).power_limit_w == 300.0
+
+
 def test_max_slowdown_is_settled_only_when_the_choice_is_surely_feasible() -> None:
     rule = EarlyStopping()
     sel = MaxSlowdownConstraint(1.1)

@@ -153,9 +153,11 @@ def test_early_stopping_surveys_then_refines_contenders() -> None:
     assert {300, 275, 250, 225, 200, 175, 150} <= set(measured) and 100 not in measured
     assert all(not isinstance(s, (Warmup, Profiling)) or s.power_limit_w > 100 for s in states)
     assert measured[300] == measured[275] == measured[175] == measured[150] == 10  # far off: survey only
-    assert measured[200] > 10 and measured[225] > 10  # contenders within noise: measured again
+    # Contenders within noise: the most promising (lowest optimistic energy, 200 W) is measured
+    # again first, until the choice is settled against the others.
+    assert measured[200] > 10
     refined = [s.power_limit_w for s in states if isinstance(s, Warmup) and s.refine and s.steps_left == 2]
-    assert set(refined) <= {250.0, 225.0, 200.0} and len(refined) >= 2
+    assert refined and refined[0] == 200.0 and set(refined) <= {250.0, 225.0, 200.0}
     assert sum(measured.values()) < 8 * 40
     plo.on_train_end()
 

@@ -745,6 +745,7 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
             self.optimum_selector,
             self.early_stopping,
             self.profile_steps,
+            self._budget_left() // (self.warmup_steps + self.profile_steps),
         )
         rule = self.early_stopping
         shortest_visit = self.warmup_steps + (rule.min_steps if rule is not None else 1)

@@ -21,7 +21,11 @@ energy counter and lasting at least ``min_sample_s`` (one step where steps are t
    (:class:`MaxSlowdownConstraint`).
 2. *Refinement.* Only the contenders — limits whose cost is not significantly worse than the
    best's, given the confidence intervals — are measured again (warm-up, then more steps added
-   to their earlier samples), fewest-steps first, in rounds: a visit adds up to
+   to their earlier samples), fewest-steps first and, among equals, most promising first
+   (:meth:`OptimumSelector.refine_priority`: lowest optimistic cost; the reference first for
+   :class:`MaxSlowdownConstraint`); when the remaining step budget cannot pay a visit to every
+   unsure contender, only the most promising of them (at least two) stay in play. In rounds: a
+   visit adds up to
    ``profile_steps`` measured steps (at least ``min_steps``), never beyond ``max_refine_steps``
    (:meth:`EarlyStopping.refine_cap`, 3 × ``profile_steps`` by default) in all
    (:func:`visit_cap`). A contender's measurement stops early once it is tight enough
@@ -144,6 +148,7 @@ def next_action(
     selector: OptimumSelector,
     rule: EarlyStopping | None,
     profile_steps: int,
+    affordable_visits: int | None = None,
 ) -> Action:
     """Decide what to profile next from the measurements alone.
 
@@ -153,6 +158,9 @@ def next_action(
         selector: What "best" means; its ``sweep_done`` and ``contenders`` drive early stopping.
         rule: Early-stopping knobs, or ``None`` for Zeus's exhaustive sweep.
         profile_steps: Most measured steps per limit.
+        affordable_visits: Full refinement visits the step budget still pays for (``None``: no
+            limit). When fewer than the unsure contenders, only the most promising of them
+            (:meth:`OptimumSelector.refine_priority`; at least two) are refined further.
     """
     if not measurements:
         return Action(ActionKind.SWEEP, power_limits[0])
@@ -170,7 +178,13 @@ def next_action(
             if visit_cap(m, profile_steps, rule) - m.steps >= rule.min_steps and not rule.is_tight(m)
         ]
         if len(contenders) > 1 and unsure and not selector.settled(measurements, rule):
-            target = min(unsure, key=lambda m: (m.steps, -m.power_limit_w))
+            if affordable_visits is not None and len(unsure) > max(2, affordable_visits):
+                unsure = sorted(unsure, key=lambda m: selector.refine_priority(m, measurements, rule))
+                unsure = unsure[: max(2, affordable_visits)]
+            target = min(
+                unsure,
+                key=lambda m: (m.steps, selector.refine_priority(m, measurements, rule), -m.power_limit_w),
+            )
             return Action(ActionKind.REFINE, target.power_limit_w, reason)
     return Action(ActionKind.DONE, selector.select(measurements), reason)
 

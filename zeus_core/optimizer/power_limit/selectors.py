@@ -24,6 +24,7 @@ is a constrained choice with its own rules. Subclass :class:`LinearCostSelector`
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import replace
 from typing import ClassVar, Sequence
@@ -74,6 +75,16 @@ class OptimumSelector(ABC):
         Returns fewer than two when the choice is settled.
         """
         return []
+
+    def refine_priority(
+        self, m: PowerLimitMeasurement, measurements: Measurements, rule: EarlyStopping
+    ) -> float:
+        """Order of refinement among contenders measured for equally many steps (lower first).
+
+        When the step budget cannot refine every contender, the most promising go first. The
+        default, ``0``, refines the highest limit first.
+        """
+        return 0.0
 
     def settled(self, measurements: Measurements, rule: EarlyStopping) -> bool:
         """Whether the current choice is, at ``rule.confidence``, within ``rule.tie_tol`` of every contender.
@@ -202,6 +213,13 @@ class LinearCostSelector(OptimumSelector):
         a, b = self.cost_weights(measurements)
         best = self._best(measurements)
         return [m for m in measurements if m is best or not _rose(m, best, a, b, 0.0, rule)]
+
+    def refine_priority(
+        self, m: PowerLimitMeasurement, measurements: Measurements, rule: EarlyStopping
+    ) -> float:
+        """Lowest optimistic cost first (the cost minus its confidence half-width)."""
+        a, b = self.cost_weights(measurements)
+        return m.cost(a, b) - rule.quantile(m.dof) * m.cost_stderr(a, b)
 
     def settled(self, measurements: Measurements, rule: EarlyStopping) -> bool:
         """See :meth:`OptimumSelector.settled` (rules in the class docstring)."""
@@ -421,6 +439,14 @@ class MaxSlowdownConstraint(OptimumSelector):
         if unsure and all(m is not fastest for m in out):
             out.append(fastest)
         return out
+
+    def refine_priority(
+        self, m: PowerLimitMeasurement, measurements: Measurements, rule: EarlyStopping
+    ) -> float:
+        """The reference first (every feasibility verdict rests on it), then lowest optimistic energy."""
+        if m is self.reference(measurements):
+            return -math.inf
+        return m.energy_per_step_j - rule.quantile(m.dof) * m.cost_stderr(1.0, 0.0)
 
     def settled(self, measurements: Measurements, rule: EarlyStopping) -> bool:
         """See :meth:`OptimumSelector.settled` (rules in the class docstring)."""
