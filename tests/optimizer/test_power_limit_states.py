@@ -6,7 +6,14 @@ import logging
 
 import pytest
 
-from tests.optimizer.plo_support import make_gpus, monitor_of, profile_gpus, run_steps, synthetic_profile
+from tests.optimizer.plo_support import (
+    make_gpus,
+    monitor_of,
+    profile_gpus,
+    run_steps,
+    simulate_steps,
+    synthetic_profile,
+)
 from zeus_core.callback import CallbackList, TrainingCallback
 from zeus_core.device.simulated import MeasuredProfile, PhysicalModel, SimulatedGPU, VirtualClock
 from zeus_core.exceptions import ZeusConfigError, ZeusPermissionError
@@ -76,7 +83,10 @@ def test_the_selector_decides_and_the_optimum_stays_set(selector, optimum: float
     plo.on_train_end()
 
 
-def test_a_measurement_spans_epoch_boundaries_without_counting_the_time_between() -> None:
+@pytest.mark.parametrize("evaluate_before_epoch_end", [False, True])
+def test_a_measurement_spans_epoch_boundaries_without_counting_the_time_between(
+    evaluate_before_epoch_end: bool,
+) -> None:
     gpus = make_gpus(1)
     plo = exhaustive(gpus, profile_steps=4)
     monitor = plo.monitor
@@ -87,18 +97,30 @@ def test_a_measurement_spans_epoch_boundaries_without_counting_the_time_between(
     assert [m.power_limit_w for m in plo.measurements] == [300]
     gpus[0].clock.advance(30.0)  # evaluation between epochs: not measured
     # Epoch 2 ends 3 steps in: the last warm-up step, then 250 W's measured steps 1-2 (one sample)
-    # and step 3, whose sample the epoch end cuts: that step is dropped (it may hold evaluation).
-    limits += run_steps(plo, gpus, 3)
-    assert isinstance(plo.state, Profiling) and plo.state.paused and plo.state.steps == 2
+    # and step 3, whose sample the epoch end cuts.
+    plo.on_epoch_begin()
+    for _ in range(3):
+        plo.on_step_begin()
+        limits.append(gpus[0].get_power_limit())
+        simulate_steps(gpus, 1)
+        plo.on_step_end()
+    if evaluate_before_epoch_end:
+        gpus[0].clock.advance(30.0)  # as Lightning does: validation runs before the epoch's end
+    plo.on_epoch_end()
+    assert isinstance(plo.state, Profiling) and plo.state.paused
+    # Right after on_step_end nothing but training ran in the open sample: step 3 is kept (half a
+    # sample). After an evaluation, it is dropped, and the dropped step counts against the budget.
+    assert plo.state.steps == (2 if evaluate_before_epoch_end else 3)
     assert monitor.open_windows == []
     gpus[0].clock.advance(30.0)
-    # Epoch 3: 250 W's last 2 steps, then the rest of the sweep; nothing is measured twice.
+    # Epoch 3: the rest of 250 W's steps, then the rest of the sweep; nothing is measured twice.
     limits += run_steps(plo, gpus, 30)
     assert [m.power_limit_w for m in plo.measurements] == [300, 250, 200, 150, 100]
-    # The dropped step counts against the budget (Zeus's sweep: 31 steps), so 100 W gets 3 steps.
-    assert [m.steps for m in plo.measurements] == [4, 4, 4, 4, 3]
-    assert plo.measurements[1].time_per_step_s == pytest.approx(0.20)  # the 60 s between epochs left out
-    assert limits[:14] == [300.0] * 7 + [250.0] * 7
+    # Zeus's sweep, 31 steps, is the budget: with a dropped step, 100 W gets 3 steps.
+    assert [m.steps for m in plo.measurements] == [4, 4, 4, 4, 3 if evaluate_before_epoch_end else 4]
+    assert plo.measurements[1].time_per_step_s == pytest.approx(0.20)  # the time between epochs left out
+    at_250 = 2 + 4 + (1 if evaluate_before_epoch_end else 0)  # warm-up, measured, dropped
+    assert limits[: 7 + at_250 + 1] == [300.0] * 7 + [250.0] * at_250 + [200.0]
     assert plo.steps_used == 1 + 6 * 5 and plo.optimal_power_limit_w == 200  # epochs of 9 and 3 steps
     plo.on_train_end()
 

@@ -156,8 +156,12 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
     inputs.
 
     **Epochs.** A measurement spans epoch boundaries: ``on_epoch_end`` keeps the limit set and
-    the samples taken, drops only the open sample's steps (they may include evaluation), and
-    measuring resumes at the next ``on_step_begin``; time between epochs is never measured.
+    the samples taken, and measuring resumes at the next ``on_step_begin``; time between epochs
+    is never measured. The open sample is kept too (read at ``on_epoch_end``) when it holds at
+    least half a sample's steps and, on every rank, ``on_epoch_end`` came right after an
+    ``on_step_end`` (within a quarter of a step): nothing but training ran in it. Otherwise, as
+    after an evaluation run before ``on_epoch_end`` (Lightning validates before its epoch
+    ends), its steps are dropped.
 
     **Robustness.** Samples far slower than the visit's median are stalls and are dropped
     (:func:`~.measurement.drop_stalls`). A measurement whose average power per GPU exceeds its
@@ -324,6 +328,7 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
         )
         self._stale_window: str | None = None  # a measurement cut by a restore, cancelled by _restore
         self._window: SampleWindow | None = None
+        self._step_ended_s: float | None = None  # monitor clock at on_step_end of the latest step
         self._warned_short = False
         self._steps_used = 0
         self._begun = False
@@ -401,7 +406,13 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
     def on_step_begin(self) -> None:
         """Advance the state machine: count down, set limits, open or close measurements."""
         self._begin_if_inactive()
+        self._step_ended_s = None
         self._dispatch(_Event.STEP_BEGIN)
+
+    def on_step_end(self) -> None:
+        """Note when the step ended: an epoch ending right after it keeps its open sample."""
+        if isinstance(self._state, Profiling):
+            self._step_ended_s = self.monitor.clock()
 
     def on_epoch_end(self) -> None:
         """Pause a measurement at the epoch boundary; it continues in the next epoch.
@@ -532,15 +543,41 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
         return next((m for m in self._measurements if m.power_limit_w == limit), None)
 
     def _pause(self, state: Profiling) -> Profiling:
-        """An epoch ended mid-measurement: keep its whole samples, drop the open one's steps."""
+        """An epoch ended mid-measurement: keep its samples, the open one if it is clean (see the class)."""
         window = self._window
         assert window is not None
+        if self._open_sample_is_clean(state):
+            steps = state.steps + 1  # the epoch's last step ended too: on_step_end came after it
+            reading = window.close_sample(steps, last=False)
+            per_sample = state.steps_per_sample or window.agree_steps_per_sample(
+                reading, steps - window.segment_start, self.min_sample_s
+            )
+            state = replace(state, steps=steps, steps_per_sample=per_sample)
         state = self._take_samples(state)
         kept = window.pause()
         logger.debug(
             "Measurement of %g W paused by the end of an epoch (%d steps kept).", state.power_limit_w, kept
         )
         return replace(state, steps=kept, paused=True)
+
+    def _open_sample_is_clean(self, state: Profiling) -> bool:
+        """Whether the open sample at an epoch end holds only training: same answer on every rank."""
+        window = self._window
+        assert window is not None
+        if self.min_sample_s <= 0:
+            return False
+        per_sample = state.steps_per_sample
+        open_steps = state.steps + 1 - window.boundary_step
+        if per_sample and 2 * open_steps < per_sample:  # the same on every rank: no collective
+            return False
+        now = self.monitor.clock()
+        ended = self._step_ended_s
+        gap = math.inf if ended is None else now - ended
+        gap, elapsed = distributed.all_reduce([gap, now - window.start_s], "max")
+        if not per_sample:  # the first sample (rule 1): long enough if it lasted min_sample_s / 2
+            return elapsed >= 0.5 * self.min_sample_s and gap <= 0.25 * elapsed / open_steps
+        # Within a quarter of a step (a step lasts about min_sample_s / per_sample): nothing else ran.
+        return gap <= 0.25 * self.min_sample_s / per_sample
 
     def _steps_left(self, state: Profiling, steps: int) -> int:
         """Steps this visit may still measure after measured step ``steps``: visit cap and budget."""
