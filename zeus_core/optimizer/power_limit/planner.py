@@ -178,13 +178,10 @@ def next_action(
             if visit_cap(m, profile_steps, rule) - m.steps >= rule.min_steps and not rule.is_tight(m)
         ]
         if len(contenders) > 1 and unsure and not selector.settled(measurements, rule):
-            if affordable_visits is not None and len(unsure) > max(2, affordable_visits):
-                unsure = sorted(unsure, key=lambda m: selector.refine_priority(m, measurements, rule))
-                unsure = unsure[: max(2, affordable_visits)]
-            target = min(
-                unsure,
-                key=lambda m: (m.steps, selector.refine_priority(m, measurements, rule), -m.power_limit_w),
-            )
+            priority = {m.power_limit_w: selector.refine_priority(m, measurements, rule) for m in unsure}
+            if affordable_visits is not None:  # only the most promising that the budget pays for
+                unsure = sorted(unsure, key=lambda m: priority[m.power_limit_w])[: max(2, affordable_visits)]
+            target = min(unsure, key=lambda m: (m.steps, priority[m.power_limit_w], -m.power_limit_w))
             return Action(ActionKind.REFINE, target.power_limit_w, reason)
     return Action(ActionKind.DONE, selector.select(measurements), reason)
 
