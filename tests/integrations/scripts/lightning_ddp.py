@@ -9,6 +9,7 @@ writes ``OUT_DIR/rank<r>.json`` with its own GPU's energy counter and what its c
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -69,3 +70,6 @@ def main(out: Path) -> None:
 
 if __name__ == "__main__":
     main(Path(sys.argv[1]))
+    # Leave without interpreter finalisation, where gloo's threads can abort (pytorch/pytorch#179291).
+    sys.stdout.flush()
+    os._exit(0)

@@ -8,7 +8,9 @@ writes ``OUT_DIR/rank<r>.json`` with what its callback measured and its GPU's ow
 
 from __future__ import annotations
 
+import atexit
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,16 @@ class Report(pl.Callback):
             "gpu_energy_j": sum(g.get_total_energy() for g in gpus),
         }
         (self.out / f"rank{trainer.global_rank}.json").write_text(json.dumps(record))
+        # This spawned rank ends through multiprocessing, not this script: once its training is over, it
+        # leaves without interpreter finalisation, where gloo's threads can abort (pytorch/pytorch#179291).
+        # A later exception still reaches the launcher through torch.multiprocessing's error queue.
+        atexit.register(_leave_without_finalisation)
+
+
+def _leave_without_finalisation() -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def main(out: Path, mode: str) -> None:
