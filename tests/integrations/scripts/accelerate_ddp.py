@@ -8,7 +8,6 @@ counter and what the hook reported.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -17,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import torch  # noqa: E402
 from accelerate import Accelerator  # noqa: E402
 from accelerate_tiny import RecordingTracker, SimModel, loader, run_epochs  # noqa: E402
-from lightning_accelerate_common import Recorder  # noqa: E402
+from lightning_accelerate_common import Recorder, leave_without_finalisation  # noqa: E402
 
 from zeus_core.device.simulated import PhysicalModel, SimulatedGPU, VirtualClock  # noqa: E402
 from zeus_core.monitor.energy import ZeusMonitor  # noqa: E402
@@ -60,6 +59,4 @@ def main(out: Path) -> None:
 
 if __name__ == "__main__":
     main(Path(sys.argv[1]))
-    # Leave without interpreter finalisation, where gloo's threads can abort (pytorch/pytorch#179291).
-    sys.stdout.flush()
-    os._exit(0)
+    leave_without_finalisation()

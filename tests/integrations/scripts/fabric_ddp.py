@@ -9,7 +9,6 @@ writes ``OUT_DIR/rank<r>.json``.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -19,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import torch  # noqa: E402
 from lightning.fabric import Fabric  # noqa: E402
 from lightning.fabric.loggers import CSVLogger  # noqa: E402
-from lightning_accelerate_common import Recorder  # noqa: E402
+from lightning_accelerate_common import Recorder, leave_without_finalisation  # noqa: E402
 from lightning_tiny import loader, simulated_monitor  # noqa: E402
 
 from zeus_integrations import ZeusFabricCallback  # noqa: E402
@@ -97,6 +96,4 @@ def main(out: Path) -> None:
 
 if __name__ == "__main__":
     main(Path(sys.argv[1]))
-    # Leave without interpreter finalisation, where gloo's threads can abort (pytorch/pytorch#179291).
-    sys.stdout.flush()
-    os._exit(0)
+    leave_without_finalisation()

@@ -9,7 +9,6 @@ writes ``OUT_DIR/rank<r>.json`` with its own GPU's energy counter and what its c
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 
 import lightning.pytorch as pl  # noqa: E402
+from lightning_accelerate_common import leave_without_finalisation  # noqa: E402
 from lightning_tiny import Recorder, TinyModule, loader, simulated_monitor, trainer_kwargs  # noqa: E402
 
 from zeus_integrations.lightning import ZeusCallback  # noqa: E402
@@ -70,6 +70,4 @@ def main(out: Path) -> None:
 
 if __name__ == "__main__":
     main(Path(sys.argv[1]))
-    # Leave without interpreter finalisation, where gloo's threads can abort (pytorch/pytorch#179291).
-    sys.stdout.flush()
-    os._exit(0)
+    leave_without_finalisation()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import atexit
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 
 import lightning.pytorch as pl  # noqa: E402
+from lightning_accelerate_common import leave_without_finalisation  # noqa: E402
 from lightning_tiny import Recorder, TinyModule, loader, simulated_monitor, trainer_kwargs  # noqa: E402
 
 from zeus_integrations.lightning import ZeusCallback  # noqa: E402
@@ -39,15 +39,9 @@ class Report(pl.Callback):
         }
         (self.out / f"rank{trainer.global_rank}.json").write_text(json.dumps(record))
         # This spawned rank ends through multiprocessing, not this script: once its training is over, it
-        # leaves without interpreter finalisation, where gloo's threads can abort (pytorch/pytorch#179291).
-        # A later exception still reaches the launcher through torch.multiprocessing's error queue.
-        atexit.register(_leave_without_finalisation)
-
-
-def _leave_without_finalisation() -> None:
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+        # leaves without interpreter finalisation. A later exception still reaches the launcher through
+        # torch.multiprocessing's error queue.
+        atexit.register(leave_without_finalisation)
 
 
 def main(out: Path, mode: str) -> None:
