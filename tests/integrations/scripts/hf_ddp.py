@@ -8,14 +8,18 @@ and what it logged to ``<out>/rank<r>.json``.
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
-import torch
-from transformers import Trainer, TrainerCallback, TrainingArguments
+sys.path.insert(0, str(Path(__file__).parent))
 
-from zeus_core import PhysicalModel, SimulatedGPU, ZeusMonitor, distributed
-from zeus_core.monitor.measurement import Measurement
-from zeus_integrations.huggingface import ZeusTrainerCallback
+import torch  # noqa: E402
+from lightning_accelerate_common import leave_without_finalisation  # noqa: E402
+from transformers import Trainer, TrainerCallback, TrainingArguments  # noqa: E402
+
+from zeus_core import PhysicalModel, SimulatedGPU, ZeusMonitor, distributed  # noqa: E402
+from zeus_core.monitor.measurement import Measurement  # noqa: E402
+from zeus_integrations.huggingface import ZeusTrainerCallback  # noqa: E402
 
 
 class TinyRegressor(torch.nn.Module):
@@ -107,6 +111,4 @@ def main(out: str) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1])
-    # Leave without interpreter finalisation, where gloo's threads can abort (pytorch/pytorch#179291).
-    sys.stdout.flush()
-    os._exit(0)
+    leave_without_finalisation()
