@@ -32,10 +32,16 @@ from typing import ClassVar, Sequence
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.metric import zeus_cost
 from zeus_core.optimizer.power_limit.measurement import EarlyStopping, PowerLimitMeasurement
+from zeus_core.optimizer.power_limit.smoothing import smooth_profile
 
 __all__ = ["OptimumSelector", "LinearCostSelector", "Time", "Energy", "ZeusCost", "MaxSlowdownConstraint"]
 
 Measurements = Sequence[PowerLimitMeasurement]
+
+
+def _by_limit(measurements: Measurements) -> list[PowerLimitMeasurement]:
+    """The measurements, highest limit first (the order profiling takes them in)."""
+    return sorted(measurements, key=lambda m: -m.power_limit_w)
 
 
 def _require(measurements: Measurements, who: str) -> None:
@@ -195,9 +201,19 @@ class LinearCostSelector(OptimumSelector):
         return measurements[costs.index(min(costs))]
 
     def select(self, measurements: Measurements) -> float:
-        """See :meth:`OptimumSelector.select`."""
+        """See :meth:`OptimumSelector.select`: the least cost on the smoothed profile.
+
+        The costs are smoothed along the limits first (:func:`~.smoothing.smooth_profile`), so a
+        poorly measured limit whose mean drew lucky does not win over neighbours that say
+        otherwise; noise-free measurements are used as they are.
+        """
         _require(measurements, type(self).__name__)
-        return self._best(measurements).power_limit_w
+        a, b = self.cost_weights(measurements)
+        ordered = _by_limit(measurements)
+        costs = smooth_profile(
+            [m.power_limit_w for m in ordered], self.costs(ordered), [m.cost_stderr(a, b) for m in ordered]
+        )
+        return ordered[costs.index(min(costs))].power_limit_w
 
     def sweep_done(self, measurements: Measurements, rule: EarlyStopping) -> str | None:
         """See :meth:`OptimumSelector.sweep_done` (rules in the class docstring)."""
@@ -381,9 +397,23 @@ class MaxSlowdownConstraint(OptimumSelector):
         return min(self.feasible(measurements), key=lambda m: m.energy_per_step_j)
 
     def select(self, measurements: Measurements) -> float:
-        """See :meth:`OptimumSelector.select`."""
+        """See :meth:`OptimumSelector.select`: the rule of :meth:`feasible` on the smoothed profile.
+
+        Times and energies are smoothed along the limits first (:func:`~.smoothing.smooth_profile`),
+        the reference's time included; noise-free measurements are used as they are.
+        """
         _require(measurements, type(self).__name__)
-        return self._best(measurements).power_limit_w
+        ordered = _by_limit(measurements)
+        limits = [m.power_limit_w for m in ordered]
+        times = smooth_profile(
+            limits, [m.time_per_step_s for m in ordered], [m.time_stderr() for m in ordered]
+        )
+        energies = smooth_profile(
+            limits, [m.energy_per_step_j for m in ordered], [m.cost_stderr(1.0, 0.0) for m in ordered]
+        )
+        allowed = self.factor * (1.0 + self.tolerance) * times[0]
+        feasible = [i for i, t in enumerate(times) if t <= allowed]
+        return limits[min(feasible, key=lambda i: energies[i])]
 
     def _slower(
         self, m: PowerLimitMeasurement, fastest: PowerLimitMeasurement, rule: EarlyStopping, factor: float
