@@ -90,12 +90,11 @@ def test_slowdown_bound_is_judged_on_smoothed_times() -> None:
         (175, 1.095, 88),
         (150, 1.16, 87),
     ]
-    ms = [_measured(w, t, 12 if w == 175 else 150) for w, t, _ in rows]
+    steps = {175: 12}
     ms = [
-        PowerLimitMeasurement(
-            m.power_limit_w, m.steps, t, e, m.time_var_s2, (0.05 * e) ** 2, 0.0, samples=m.steps
-        )
-        for m, (_, t, e) in zip(ms, rows)
+        PowerLimitMeasurement(w, n, t, e, (0.05 * t) ** 2, (0.05 * e) ** 2, 0.0, samples=n)
+        for w, t, e in rows
+        for n in [steps.get(w, 150)]
     ]
     assert MaxSlowdownConstraint(1.1, tolerance=0.0).select(ms) == 200
     exact = [PowerLimitMeasurement(w, 40, t, e) for w, t, e in rows]

@@ -388,9 +388,13 @@ class MaxSlowdownConstraint(OptimumSelector):
         """The measurement the slowdown is relative to: the highest limit's."""
         return max(measurements, key=lambda m: m.power_limit_w)
 
+    def allowed_time_s(self, reference_time_s: float) -> float:
+        """Longest time per step within the bound: ``factor × (1 + tolerance)`` × the reference's, s."""
+        return self.factor * (1.0 + self.tolerance) * reference_time_s
+
     def feasible(self, measurements: Measurements) -> list[PowerLimitMeasurement]:
         """Measurements whose time per step is within ``factor × (1 + tolerance)`` of the highest limit's."""
-        allowed = self.factor * (1.0 + self.tolerance) * self.reference(measurements).time_per_step_s
+        allowed = self.allowed_time_s(self.reference(measurements).time_per_step_s)
         return [m for m in measurements if m.time_per_step_s <= allowed]
 
     def _best(self, measurements: Measurements) -> PowerLimitMeasurement:
@@ -411,7 +415,7 @@ class MaxSlowdownConstraint(OptimumSelector):
         energies = smooth_profile(
             limits, [m.energy_per_step_j for m in ordered], [m.cost_stderr(1.0, 0.0) for m in ordered]
         )
-        allowed = self.factor * (1.0 + self.tolerance) * times[0]
+        allowed = self.allowed_time_s(times[0])  # times[0]: the reference, the highest limit
         feasible = [i for i, t in enumerate(times) if t <= allowed]
         return limits[min(feasible, key=lambda i: energies[i])]
 

@@ -32,9 +32,10 @@ Example:
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["smooth_profile"]
 
@@ -47,6 +48,8 @@ def _second_differences(limits_w: Sequence[float]) -> np.ndarray:
 
     Unequal spacings (a limit left out) use divided differences, so the bend is per W² throughout.
     """
+    import numpy as np
+
     x = np.asarray(limits_w, dtype=float)
     h = float(np.mean(np.abs(np.diff(x))))
     rows = np.zeros((len(x) - 2, len(x)))
@@ -73,6 +76,8 @@ def smooth_profile(
         ``values`` unchanged where there is nothing to smooth (fewer than three limits, or a
         standard error that is zero or not finite); otherwise the smoothed values.
     """
+    import numpy as np  # only when a choice is made: importing the optimizer stays light
+
     y = np.asarray(values, dtype=float)
     se = np.asarray(stderrs, dtype=float)
     if len(y) < 3 or not np.all(np.isfinite(y)) or not np.all(np.isfinite(se)) or np.any(se <= 0):
