@@ -174,3 +174,29 @@ def test_time_thresholds_and_budget_are_arguments_with_clear_errors() -> None:
         monitor, min_sample_s=0.01, counter_period_s=0.02, early_stopping=EarlyStopping()
     )
     assert plo.budget_steps == 1 + 50 * 9
+
+
+@pytest.mark.parametrize("selector", [Energy(), MaxSlowdownConstraint(1.1)], ids=repr)
+def test_the_choice_rests_on_at_least_zeus_profile_length_when_budget_allows(monkeypatch, selector) -> None:
+    from zeus_core import ZeusMonitor
+    from zeus_core.optimizer.power_limit import GlobalPowerLimitOptimizer
+
+    checked = 0
+    for i, workload in enumerate(generate(12, seed=21)):
+        training = FakeTraining(monkeypatch, workload, StepNoise.realistic(), seed=i)
+        plo = GlobalPowerLimitOptimizer(
+            ZeusMonitor(gpu_indices=[0]), selector, pl_step=workload.gpu.pl_step_w
+        )
+        zeus_loop(plo, training, epochs=30, steps_per_epoch=100)
+        rule, chosen = plo.early_stopping, plo.optimal_power_limit_w
+        assert rule is not None and chosen is not None
+        plo.close()
+        if zeus_budget(plo) - plo.steps_used < plo.warmup_steps + rule.min_steps:
+            continue  # the budget could not pay another visit
+        checked += 1
+        decisive = [m for m in plo.measurements if m.power_limit_w == chosen]
+        if isinstance(selector, MaxSlowdownConstraint):
+            decisive.append(max(plo.measurements, key=lambda m: m.power_limit_w))  # the reference
+        for m in decisive:
+            assert m.steps >= plo.profile_steps or rule.is_tight(m), (workload, m)
+    assert checked >= 2  # decided with budget to spare in several runs, so the rule was exercised

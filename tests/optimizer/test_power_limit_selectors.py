@@ -19,7 +19,13 @@ from zeus_core.optimizer.power_limit import (
     Time,
     ZeusCost,
 )
-from zeus_core.optimizer.power_limit.planner import ActionKind, next_action, visit_cap
+from zeus_core.optimizer.power_limit.planner import (
+    ActionKind,
+    measured_enough,
+    next_action,
+    short_of_profile,
+    visit_cap,
+)
 
 M = PowerLimitMeasurement
 RULE = EarlyStopping()
@@ -292,6 +298,32 @@ def test_tied_contenders_are_refined_past_profile_steps_until_settled() -> None:
     # A clearly cheaper choice is settled even while the other is still a contender.
     wide = [_m(300, 100, 0.2000, 80.0, 0.05), _m(275, 100, 0.2020, 75.0, 0.05)]
     assert len(Time().contenders(wide, rule)) == 2 and Time().settled(wide, rule)
+
+
+def test_a_decision_never_rests_on_a_survey_measurement_short_of_profile_steps() -> None:
+    rule = EarlyStopping()
+    limits = [300.0, 250.0, 200.0]
+    # Energy: 200 W is clearly cheapest (one contender left) but measured only in the survey.
+    clear = [_m(300, 40, 0.50, 140.0), _m(250, 40, 0.52, 120.0), _m(200, 10, 0.60, 100.0)]
+    assert Energy().contenders(clear, rule) == [clear[2]]
+    assert [m.power_limit_w for m in short_of_profile(clear, Energy(), rule, 40)] == [200.0]
+    action = next_action(clear, limits, Energy(), rule, profile_steps=40)
+    assert (action.kind, action.power_limit_w) == (ActionKind.REFINE, 200.0)
+    # Measured to profile_steps, or tight (noise-free) already: decided.
+    done = [*clear[:2], _m(200, 40, 0.60, 100.0)]
+    assert next_action(done, limits, Energy(), rule, 40).kind is ActionKind.DONE
+    tight = [*clear[:2], M(200, 10, 0.60, 100.0)]
+    assert next_action(tight, limits, Energy(), rule, 40).kind is ActionKind.DONE
+    # MaxSlowdown rests on its reference too: a 10-step reference is measured again first.
+    slow = MaxSlowdownConstraint(1.1)
+    ref_short = [_m(300, 10, 0.50, 140.0), _m(250, 40, 0.52, 120.0), _m(200, 40, 0.60, 100.0)]
+    assert [m.power_limit_w for m in slow.decisive(ref_short)] == [250.0, 300.0]
+    assert [m.power_limit_w for m in short_of_profile(ref_short, slow, rule, 40)] == [300.0]
+    # A refinement visit of such a limit runs on to profile_steps although nothing else needs it.
+    running = _m(200, 25, 0.60, 100.0)
+    assert not measured_enough(running, clear, Energy(), rule, profile_steps=40)
+    assert measured_enough(running, clear, Energy(), rule)  # no floor: one contender, done
+    assert measured_enough(_m(200, 40, 0.60, 100.0), clear, Energy(), rule, profile_steps=40)
 
 
 def test_contenders_are_refined_most_promising_first_and_only_those_the_budget_pays_for() -> None:

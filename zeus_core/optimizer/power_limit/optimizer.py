@@ -674,7 +674,7 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
         current = self._visits.measurements(self._num_gpus(), self._unsampled, extra=visit)
         (m,) = [x for x in current if x.power_limit_w == state.power_limit_w]
         # The other limits as they stand (without this visit's samples in the jitter estimate).
-        return measured_enough(m, self._measurements, self.optimum_selector, rule)
+        return measured_enough(m, self._measurements, self.optimum_selector, rule, self.profile_steps)
 
     def _finish_limit(self, state: Profiling) -> State:
         limit = state.power_limit_w

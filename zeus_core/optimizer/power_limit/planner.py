@@ -34,7 +34,12 @@ energy counter and lasting at least ``min_sample_s`` (one step where steps are t
    *settled*: at ``confidence``, the current choice costs less than ``tie_tol`` (0.5 %) more
    than every other contender (:meth:`OptimumSelector.settled`), so whichever contender is
    truly best, the choice is within ``tie_tol`` of it. Profiling ends when one contender is
-   left, the choice is settled, or every contender is tight or at ``max_refine_steps``.
+   left, the choice is settled, or every contender is tight or at ``max_refine_steps`` — and
+   the measurements the choice rests on (:meth:`OptimumSelector.decisive`: the choice, and for
+   :class:`MaxSlowdownConstraint` the reference) have ``profile_steps`` measured steps, Zeus's
+   length for every limit, or are tight (:func:`short_of_profile`): a decision never rests on
+   a survey's few steps, where one unlucky draw can make a limit look best or feasible, while
+   the budget can pay a visit. Such a visit runs on to ``profile_steps`` in one go.
    Contenders are close to the optimum, so measuring them longer costs little; far-off
    limits, which cost the most per step, get only ``min_steps``. The survey measures every
    limit for at most ``profile_steps`` steps; only contenders still tied after
@@ -72,7 +77,15 @@ from typing import Sequence
 from zeus_core.optimizer.power_limit.measurement import EarlyStopping, PowerLimitMeasurement
 from zeus_core.optimizer.power_limit.selectors import OptimumSelector
 
-__all__ = ["ActionKind", "Action", "candidate_limits", "visit_cap", "next_action", "measured_enough"]
+__all__ = [
+    "ActionKind",
+    "Action",
+    "candidate_limits",
+    "visit_cap",
+    "next_action",
+    "short_of_profile",
+    "measured_enough",
+]
 
 
 class ActionKind(str, enum.Enum):
@@ -183,7 +196,31 @@ def next_action(
                 unsure = sorted(unsure, key=lambda m: priority[m.power_limit_w])[: max(2, affordable_visits)]
             target = min(unsure, key=lambda m: (m.steps, priority[m.power_limit_w], -m.power_limit_w))
             return Action(ActionKind.REFINE, target.power_limit_w, reason)
+        short = short_of_profile(measurements, selector, rule, profile_steps)
+        if short:
+            target = min(short, key=lambda m: (m.steps, -m.power_limit_w))
+            return Action(ActionKind.REFINE, target.power_limit_w, reason)
     return Action(ActionKind.DONE, selector.select(measurements), reason)
+
+
+def short_of_profile(
+    measurements: Sequence[PowerLimitMeasurement],
+    selector: OptimumSelector,
+    rule: EarlyStopping,
+    profile_steps: int,
+) -> list[PowerLimitMeasurement]:
+    """The measurements the choice rests on (:meth:`OptimumSelector.decisive`) that need more steps.
+
+    Those with fewer than ``profile_steps`` measured steps that are not tight and that a visit may
+    still add ``min_steps`` to: a decision never rests on a survey's few steps where it can help.
+    """
+    return [
+        m
+        for m in selector.decisive(measurements)
+        if m.steps < profile_steps
+        and not rule.is_tight(m)
+        and visit_cap(m, profile_steps, rule) - m.steps >= rule.min_steps
+    ]
 
 
 def measured_enough(
@@ -191,18 +228,22 @@ def measured_enough(
     measurements: Sequence[PowerLimitMeasurement],
     selector: OptimumSelector,
     rule: EarlyStopping,
+    profile_steps: int | None = None,
 ) -> bool:
     """Whether a running measurement may stop before ``profile_steps``.
 
     True once ``m`` is tight (:meth:`EarlyStopping.is_tight`), or, when ``m`` refines a limit in
     ``measurements``, once the contenders no longer include it, only one is left, or the choice
-    is settled (:meth:`OptimumSelector.settled`).
+    is settled (:meth:`OptimumSelector.settled`) — but a measurement the choice rests on
+    (:meth:`OptimumSelector.decisive`) goes on to ``profile_steps`` steps first, so one visit
+    brings it there (see :func:`short_of_profile`).
 
     Args:
         m: The running measurement (pooled with the limit's earlier one when refining).
         measurements: Every profiled limit so far, highest first.
         selector: The optimum selector.
         rule: Early-stopping knobs.
+        profile_steps: Zeus's measured steps per limit (``None``: no such floor).
     """
     if m.dof + 1 < rule.min_samples:  # too few samples to judge
         return False
@@ -211,5 +252,8 @@ def measured_enough(
     if all(old.power_limit_w != m.power_limit_w for old in measurements):
         return False
     current = [m if old.power_limit_w == m.power_limit_w else old for old in measurements]
+    short = profile_steps is not None and m.steps < profile_steps
+    if short and any(d is m for d in selector.decisive(current)):
+        return False
     contenders = selector.contenders(current, rule)
     return len(contenders) < 2 or all(c is not m for c in contenders) or selector.settled(current, rule)

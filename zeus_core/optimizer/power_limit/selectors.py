@@ -11,7 +11,10 @@ implement the two hooks the early-stopping optimizer uses:
   tight;
 * :meth:`OptimumSelector.settled` (optional, default ``False``): the choice is, at the rule's
   confidence, within ``rule.tie_tol`` of every contender, so the contenders need not be told
-  apart.
+  apart;
+* :meth:`OptimumSelector.decisive` (optional, default: the choice's own measurement): the
+  measurements the choice rests on, each measured for at least ``profile_steps`` steps before
+  the optimizer decides, where the budget allows.
 
 A selector without these hooks (``supports_early_stopping = False``, the default for your own
 subclasses) gets Zeus's exhaustive sweep, with each limit measured until its estimates are tight.
@@ -91,6 +94,18 @@ class OptimumSelector(ABC):
         default, ``0``, refines the highest limit first.
         """
         return 0.0
+
+    def decisive(self, measurements: Measurements) -> list[PowerLimitMeasurement]:
+        """The measurements the choice (:meth:`select`) rests on: by default, the choice's own.
+
+        Before deciding, the early-stopping optimizer measures each of them for at least
+        ``profile_steps`` steps (Zeus's length for every limit) where the budget allows, so a
+        decision never rests on a survey's few steps.
+        """
+        if not measurements:
+            return []
+        choice = self.select(measurements)
+        return [m for m in measurements if m.power_limit_w == choice]
 
     def settled(self, measurements: Measurements, rule: EarlyStopping) -> bool:
         """Whether the current choice is, at ``rule.confidence``, within ``rule.tie_tol`` of every contender.
@@ -473,6 +488,13 @@ class MaxSlowdownConstraint(OptimumSelector):
         if unsure and all(m is not fastest for m in out):
             out.append(fastest)
         return out
+
+    def decisive(self, measurements: Measurements) -> list[PowerLimitMeasurement]:
+        """See :meth:`OptimumSelector.decisive`: the choice, and the reference its slowdown is judged by."""
+        if not measurements:
+            return []
+        reference = self.reference(measurements)
+        return [*(m for m in super().decisive(measurements) if m is not reference), reference]
 
     def refine_priority(
         self, m: PowerLimitMeasurement, measurements: Measurements, rule: EarlyStopping
