@@ -143,6 +143,33 @@ def test_states_along_the_way() -> None:
     assert plo.monitor.open_windows == []
 
 
+def test_measuring_the_limit_just_measured_again_needs_no_warmup() -> None:
+    # Energy per step falls down to the lowest limit (60, 52.5, 44, 37.5, 30 J): 100 W, the last
+    # surveyed, is the clear choice, so it is measured again at once to profile_steps.
+    falling = MeasuredProfile(
+        points=[(300, 0.2, 300.0), (250, 0.21, 250.0), (200, 0.22, 200.0), (150, 0.25, 150.0)]
+        + [(100, 0.3, 100.0)],
+        gpu_name="NVIDIA A40",
+    )
+    gpus = make_gpus(1, behavior=falling, noise=0.02, seed=1)
+    plo = GlobalPowerLimitOptimizer(monitor_of(gpus), Energy(), warmup_steps=5, pl_step=50)
+    states = []
+    plo.on_train_begin()
+    plo.on_epoch_begin()
+    while plo.optimal_power_limit_w is None:
+        plo.on_step_begin()
+        states.append(plo.state)
+        gpus[0].run_steps(1)
+        plo.on_step_end()
+    plo.on_epoch_end()
+    assert plo.optimal_power_limit_w == 100
+    at_100 = [s for s in states if getattr(s, "power_limit_w", None) == 100]
+    assert sum(isinstance(s, Warmup) for s in at_100) == 5  # only after the change from 150 W
+    assert any(isinstance(s, Profiling) and s.refine for s in at_100)
+    assert next(m for m in plo.measurements if m.power_limit_w == 100).steps >= plo.profile_steps
+    plo.on_train_end()
+
+
 def test_early_stopping_surveys_then_refines_contenders() -> None:
     # Energy per step (J): 300 W: 60, 275: 55, 250: 47.5, 225: 47, 200: 46.5, 175: 52.5, 150: 55, ...
     rows = [

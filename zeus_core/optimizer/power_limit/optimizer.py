@@ -145,8 +145,9 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
     From ``on_train_begin`` (or, in Zeus's documented loop, which has none, the first
     ``on_epoch_begin`` or ``on_step_begin``) it sets every monitored GPU to the highest limit,
     waits ``wait_steps`` steps, then profiles limits from the maximum down in ``pl_step`` W
-    steps: each limit runs ``warmup_steps`` steps unmeasured, then up to ``profile_steps``
-    measured steps. When the sweep ends, ``optimum_selector`` picks the limit (one line through
+    steps: each limit runs ``warmup_steps`` steps unmeasured (not when the limit measured next is
+    the one just measured: nothing changed), then up to ``profile_steps`` measured steps. When
+    the sweep ends, ``optimum_selector`` picks the limit (one line through
     :mod:`zeus_core.console` names it, the selector and the expected saving), which stays set
     on every GPU until ``on_train_end``, when the limits each GPU had at the start come back.
 
@@ -219,7 +220,7 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
         monitor: Measures this process's GPUs; its ``gpus`` are the GPUs whose limit is set.
         optimum_selector: What "best" means (default: ``ZeusCost(0.5)``, Zeus's default).
         wait_steps: Steps to let pass before profiling (e.g. cuDNN autotuning), >= 0.
-        warmup_steps: Unmeasured steps after setting each limit, >= 0.
+        warmup_steps: Unmeasured steps after each change of limit, >= 0.
         profile_steps: Most measured steps per limit in the sweep, >= 1 (contenders still tied
             after them may get up to ``early_stopping.max_refine_steps``).
         pl_step: Spacing of the profiled limits, W, > 0.
@@ -687,17 +688,23 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
         m = next(x for x in self._measurements if x.power_limit_w == limit)
         self._warn_if_too_few_samples(m)
         self._info("%s %s%s", "Refined" if state.refine else "Profiled", m.describe(), self._tag())
-        return self._follow(self._next_action(self._measurements), first_refine=not state.refine)
+        return self._follow(self._next_action(self._measurements), first_refine=not state.refine, set_w=limit)
 
-    def _follow(self, action: Action, first_refine: bool = False) -> State:
-        """Enter the state that carries out ``action``."""
+    def _follow(self, action: Action, first_refine: bool = False, set_w: float | None = None) -> State:
+        """Enter the state that carries out ``action``; ``set_w``: the limit the steps so far ran at, W.
+
+        Measuring the limit that is already set again needs no warm-up: nothing changed.
+        """
         if action.kind is ActionKind.DONE:
             return self._decide(action.power_limit_w, action.reason)
         self._save_profile(None, "")
         if action.kind is ActionKind.REFINE and first_refine:
             self._info("Sweep over (%s); measuring the contenders again to tell them apart.", action.reason)
         self._set_limit(action.power_limit_w)
-        return self._start_limit(action.power_limit_w, refine=action.kind is ActionKind.REFINE)
+        refine = action.kind is ActionKind.REFINE
+        if action.power_limit_w == set_w:
+            return self._begin_measuring(action.power_limit_w, refine)
+        return self._start_limit(action.power_limit_w, refine=refine)
 
     def _impossible(self, m: PowerLimitMeasurement) -> bool:
         """Whether ``m``'s average power per GPU exceeds its limit beyond the device's tolerance.
