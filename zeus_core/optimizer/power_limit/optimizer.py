@@ -529,8 +529,9 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
             case _:
                 return state
 
-    def _start_limit(self, limit: float, refine: bool) -> State:
-        if self.warmup_steps > 0:
+    def _start_limit(self, limit: float, refine: bool, changed: bool = True) -> State:
+        """Warm up, then measure ``limit``; no warm-up when the limit did not change (nothing to settle)."""
+        if self.warmup_steps > 0 and changed:
             return Warmup(limit, self.warmup_steps, refine)
         return self._begin_measuring(limit, refine)
 
@@ -691,20 +692,16 @@ class GlobalPowerLimitOptimizer(PersistenceMixin, TrainingCallback):
         return self._follow(self._next_action(self._measurements), first_refine=not state.refine, set_w=limit)
 
     def _follow(self, action: Action, first_refine: bool = False, set_w: float | None = None) -> State:
-        """Enter the state that carries out ``action``; ``set_w``: the limit the steps so far ran at, W.
-
-        Measuring the limit that is already set again needs no warm-up: nothing changed.
-        """
+        """Enter the state that carries out ``action``; ``set_w``: the limit the steps so far ran at, W."""
         if action.kind is ActionKind.DONE:
             return self._decide(action.power_limit_w, action.reason)
         self._save_profile(None, "")
         if action.kind is ActionKind.REFINE and first_refine:
             self._info("Sweep over (%s); measuring the contenders again to tell them apart.", action.reason)
         self._set_limit(action.power_limit_w)
-        refine = action.kind is ActionKind.REFINE
-        if action.power_limit_w == set_w:
-            return self._begin_measuring(action.power_limit_w, refine)
-        return self._start_limit(action.power_limit_w, refine=refine)
+        return self._start_limit(
+            action.power_limit_w, action.kind is ActionKind.REFINE, changed=action.power_limit_w != set_w
+        )
 
     def _impossible(self, m: PowerLimitMeasurement) -> bool:
         """Whether ``m``'s average power per GPU exceeds its limit beyond the device's tolerance.
