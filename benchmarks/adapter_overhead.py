@@ -5,7 +5,7 @@ interleaved: without a callback, with ``ZeusCallback()`` (epoch and fit windows 
 ``ZeusCallback(log_every_n_steps=1)`` (a window per step), each given the monitor the callback
 builds for a fit on ``cuda:0`` (``ZeusMonitor(gpu_indices=[0])``; a monitor exists, with its
 reader thread, in all three cases). The GPU is the quirky fake NVML's H100
-(``tests/fakes/quirky_nvml.py``: counter every 100 ms, 4 ms reads, 100 <-> 300 W every 15 ms).
+(``zeus_core/testing/_quirky_nvml.py``: counter every 100 ms, 4 ms reads, 100 <-> 300 W every 15 ms).
 A first callback timestamps every ``on_train_batch_start``, so the figure is the median
 step-to-step time over the fit, minus the bare fit's.
 
@@ -33,7 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fakes.quirky_nvml import FakeGPUSpec, Quirks, QuirkyNVML, square_wave  # noqa: E402
+from zeus_core.testing._quirky_nvml import FakeGPUSpec, Quirks, QuirkyNVML, square_wave  # noqa: E402
 
 TARGETS_MS = {"ZeusCallback()": 0.02, "ZeusCallback(log_every_n_steps=1)": 0.1}
 

@@ -1,7 +1,7 @@
 """Energy of short windows on GPUs that behave like real ones: Zeus Suite vs the published ``zeus``.
 
 Both monitors run in this one process over the same quirky fake NVML
-(``tests/fakes/quirky_nvml.py``, Hopper parameters): the energy counter refreshes every 100 ms,
+(``zeus_core/testing/_quirky_nvml.py``, Hopper parameters): the energy counter refreshes every 100 ms,
 an energy read takes 4 ms, ``nvmlDeviceGetPowerUsage`` is a 1 s average, and the true power
 swings 100 <-> 300 W every 15 ms. The fake knows the true energy of any interval.
 
@@ -39,7 +39,7 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fakes.quirky_nvml import FakeGPUSpec, Quirks, QuirkyNVML, square_wave  # noqa: E402
+from zeus_core.testing._quirky_nvml import FakeGPUSpec, Quirks, QuirkyNVML, square_wave  # noqa: E402
 
 WINDOWS_S = (0.01, 0.05, 0.2, 1.0)
 TARGETS = {0.05: (10.0, None), 0.2: (3.0, None), 1.0: (1.0, 2.0)}  # window -> (median %, worst %)

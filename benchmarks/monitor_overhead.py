@@ -1,6 +1,6 @@
 """Overhead of a ``begin_window``/``end_window`` pair: Zeus Suite vs the published ``zeus``.
 
-Both monitors run in this one process over the same fake NVML (``tests/fakes/fake_pynvml.py``
+Both monitors run in this one process over the same fake NVML (``zeus_core/testing/_fake_nvml.py``
 in instant mode: an energy read costs a dictionary increment, no clock). For 1 and 8 GPUs the
 script prints, per library: microseconds per pair, NVML calls per pair on the caller's thread,
 what those calls cost inside the fake, and the overhead beyond them (the library's own cost).
@@ -36,7 +36,7 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fakes.fake_pynvml import FakeGPUSpec, FakeNVML  # noqa: E402
+from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML  # noqa: E402
 
 GPU_COUNTS = (1, 8)
 

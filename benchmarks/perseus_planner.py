@@ -34,15 +34,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zeus_core.optimizer.pipeline_frequency import (
-    PHYSICAL_GPUS,
     FrequencyPlan,
     InstructionKind,
     InstructionProfile,
-    physical_instruction_profile,
     plan_frontier,
     synchronous_1f1b,
 )
 from zeus_core.optimizer.pipeline_frequency.frontier import Frontier
+from zeus_core.testing import PHYSICAL_GPUS, physical_instruction_profile
 
 FULL_SIZES = [(4, 8), (4, 16), (8, 16), (8, 32), (16, 64)]
 QUICK_SIZES = [(4, 8), (4, 16)]

@@ -18,10 +18,11 @@ from __future__ import annotations
 import argparse
 import time
 
-from zeus_core.optimizer.pipeline_frequency import FrequencySweep, physical_instruction_profile, plan_frontier
+from zeus_core.optimizer.pipeline_frequency import FrequencySweep, plan_frontier
 from zeus_core.optimizer.pipeline_frequency.point_plan import plan_at_time
 from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
 from zeus_core.optimizer.pipeline_frequency.schedule import interleaved_1f1b
+from zeus_core.testing import physical_instruction_profile
 
 TARGET_S = 60.0
 

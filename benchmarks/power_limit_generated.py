@@ -1,12 +1,12 @@
 """GlobalPowerLimitOptimizer vs ``zeus==0.16.0``'s on generated profiles, through their public loops.
 
 Both optimizers run Zeus's documented loop (``on_epoch_begin``; per step ``on_step_begin`` /
-``on_step_end``; ``on_epoch_end``) on the same fake NVML GPU (``tests/fakes/fake_pynvml.py``)
+``on_step_end``; ``on_epoch_end``) on the same fake NVML GPU (``zeus_core/testing/_fake_nvml.py``)
 whose energy counter advances with the power the generated workload draws under the limit each
 optimizer sets, on one virtual clock (so the run takes CPU time only). Between epochs the GPU runs
 an "evaluation" at the current limit for a few steps' time, outside any training step.
 
-Workloads come from :mod:`zeus_core.optimizer.power_limit.generator` (V100, A100, H100,
+Workloads come from :mod:`zeus_core.testing._power_limit_generator` (V100, A100, H100,
 RTX 6000, A40 and L4 limit ranges; random DVFS knees, memory-bound shares, plateaus); noise is
 none, or 5 % jitter + 2 % stalls (3×) + a 3-step warm-up transient after every limit change.
 Grid: profiles × selectors (Time, Energy, ZeusCost η=0.5, MaxSlowdown 1.1) × noise × epoch
@@ -50,11 +50,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.power_limit_replay import SELECTORS  # noqa: E402  (the same four selectors, same labels)
-from tests.fakes.fake_pynvml import FakeDevice, FakeGPUSpec, FakeNVML, VirtualClock  # noqa: E402
 from zeus_core import console, data  # noqa: E402
-from zeus_core.device.simulated import MeasuredProfile  # noqa: E402
 from zeus_core.optimizer.power_limit import LinearCostSelector, OptimumSelector, PowerLimitMeasurement  # noqa: E402
-from zeus_core.optimizer.power_limit.generator import GPUS, GpuModel, NoisyRun, StepNoise, generate  # noqa: E402
+from zeus_core.testing._fake_nvml import FakeDevice, FakeGPUSpec, FakeNVML, VirtualClock  # noqa: E402
+from zeus_core.testing._power_limit_generator import GPUS, GpuModel, NoisyRun, StepNoise, generate  # noqa: E402
+from zeus_core.testing._simulated_gpu import MeasuredProfile  # noqa: E402
 
 __all__ = ["Case", "Outcome", "run_grid", "summarize", "main"]
 

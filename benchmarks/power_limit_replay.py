@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from zeus_core.data import path as data_path
-from zeus_core.device.simulated import MeasuredProfile, SimulatedGPU, VirtualClock, simulate_steps
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.optimizer.power_limit import (
     Done,
@@ -47,6 +46,7 @@ from zeus_core.optimizer.power_limit import (
     Time,
     ZeusCost,
 )
+from zeus_core.testing import MeasuredProfile, SimulatedGPU, VirtualClock, simulate_steps
 
 __all__ = ["Case", "Run", "SELECTORS", "profile_files", "run_case", "run_all", "summarize", "main"]
 

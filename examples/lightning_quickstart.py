@@ -85,8 +85,8 @@ def _devices(args: argparse.Namespace) -> tuple[Any, Any, str]:
     """(monitor, simulated GPU or None, device label) for this machine."""
     import torch
 
-    from zeus_core.device.simulated import PhysicalModel, SimulatedGPU, VirtualClock
     from zeus_core.monitor.energy import ZeusMonitor
+    from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
 
     if not args.simulate and torch.cuda.is_available():
         from zeus_core.device.discovery import get_gpus

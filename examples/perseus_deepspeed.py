@@ -37,7 +37,7 @@ def rank_main(rank: int, args: argparse.Namespace) -> None:
     from deepspeed.pipe import PipelineModule
 
     from zeus_core.optimizer.pipeline_frequency import PerseusRuntime
-    from zeus_core.optimizer.pipeline_frequency.simulated_gpu import InstructionWork, SimulatedPipelineGPU
+    from zeus_core.testing import InstructionWork, SimulatedPipelineGPU
     from zeus_integrations.pipeline import deepspeed as zeus_ds
     from zeus_integrations.pipeline.emulation import GpuWork, compare_with_max_clocks
 

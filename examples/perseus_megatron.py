@@ -68,7 +68,7 @@ def rank_main(rank: int, args: argparse.Namespace) -> None:
     from megatron.core.pipeline_parallel import schedules
 
     from zeus_core.optimizer.pipeline_frequency import PerseusRuntime
-    from zeus_core.optimizer.pipeline_frequency.simulated_gpu import InstructionWork, SimulatedPipelineGPU
+    from zeus_core.testing import InstructionWork, SimulatedPipelineGPU
     from zeus_integrations.pipeline import megatron as zeus_megatron
     from zeus_integrations.pipeline.emulation import GpuWork, compare_with_max_clocks
 

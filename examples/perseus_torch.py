@@ -40,7 +40,7 @@ def rank_main(rank: int, args: argparse.Namespace) -> None:
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B
 
     from zeus_core.optimizer.pipeline_frequency import PerseusRuntime
-    from zeus_core.optimizer.pipeline_frequency.simulated_gpu import InstructionWork, SimulatedPipelineGPU
+    from zeus_core.testing import InstructionWork, SimulatedPipelineGPU
     from zeus_integrations.pipeline import torch_pipelining
     from zeus_integrations.pipeline.emulation import GpuWork, compare_with_max_clocks
 

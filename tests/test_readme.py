@@ -84,7 +84,7 @@ def workdir(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     bin_dir.mkdir()
     (bin_dir / "python").symlink_to(sys.executable)
     launcher = bin_dir / "zeus-suite"
-    launcher.write_text(f'#!/bin/sh\nexec {sys.executable} -m zeus_core.cli "$@"\n')
+    launcher.write_text(f'#!/bin/sh\nexec {sys.executable} -m zeus_core._cli "$@"\n')
     launcher.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "ZEUS_SUITE_QUIET"))}
     env.update(

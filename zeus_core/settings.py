@@ -29,7 +29,7 @@ All reads and writes of settings go through one seam, :class:`SettingsAccess` (b
 (:func:`set_access`) without touching any caller.
 
 Example:
-    >>> from zeus_core.device.simulated import PhysicalModel, SimulatedGPU
+    >>> from zeus_core.testing import PhysicalModel, SimulatedGPU
     >>> from zeus_core.settings import Setting, SettingsGuard
     >>> gpu = SimulatedGPU(PhysicalModel.a40())
     >>> gpu.set_power_limit(280)  # an administrator's limit

@@ -2,7 +2,7 @@
 
 Accelerate has no callback system; the user owns the loop. :func:`attach` hooks the prepared
 model(s) and optimizer(s) once, before the loop, finds every boundary by itself and maps it onto
-a :class:`~zeus_core.monitor.lifecycle.TrainingLifecycle`:
+a :class:`~zeus_core.training._lifecycle.TrainingLifecycle`:
 
 * a **step** begins at the first training forward pass of an optimizer step (a forward
   pre-hook on the model) and ends when the wrapped torch optimizer really steps (its
@@ -38,7 +38,7 @@ if importlib.util.find_spec("accelerate") is None:  # pragma: no cover - exercis
 from zeus_core.callback import TrainingProtocol
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.monitor.lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
+from zeus_core.training._lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
 
 if TYPE_CHECKING:
     import torch

@@ -3,7 +3,7 @@
 Fabric loops are written by the user; Fabric's own callback mechanism is ``fabric.call(name,
 ...)``, which calls the method of that name on every callback that has one. :class:`ZeusFabricCallback`
 has methods named like Lightning's hooks and maps them onto a
-:class:`~zeus_core.monitor.lifecycle.TrainingLifecycle`:
+:class:`~zeus_core.training._lifecycle.TrainingLifecycle`:
 
 * ``fabric.call("on_train_start", fabric=fabric)`` … ``fabric.call("on_train_end")``: the run
   (``on_exception`` ends it as failed; a run left open is ended when the callback is collected or
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from zeus_core.callback import TrainingProtocol
 from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.monitor.lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
+from zeus_core.training._lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
 
 if TYPE_CHECKING:
     from lightning.fabric import Fabric

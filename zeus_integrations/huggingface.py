@@ -1,6 +1,6 @@
 """Hugging Face adapter: :class:`ZeusTrainerCallback` for ``transformers.Trainer`` and TRL's ``SFTTrainer``.
 
-The callback maps Trainer events onto a :class:`~zeus_core.monitor.lifecycle.TrainingLifecycle`
+The callback maps Trainer events onto a :class:`~zeus_core.training._lifecycle.TrainingLifecycle`
 (measurement, checkpoint state and failure handling live there) using only Transformers' own
 callback mechanism and a PyTorch forward pre-hook on the model it is given:
 
@@ -39,9 +39,9 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from zeus_core import console, distributed
 from zeus_core.callback import TrainingProtocol
 from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.monitor.lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
 from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
-from zeus_core.optimizer.batch_size.trial_reporter import trial_reporter
+from zeus_core.training._lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
+from zeus_core.training._trial_reporter import trial_reporter
 
 try:
     from transformers.trainer_callback import ExportableState, TrainerCallback, TrainerControl, TrainerState

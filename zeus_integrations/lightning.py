@@ -1,7 +1,7 @@
 """Lightning adapter: ``Trainer(callbacks=[ZeusCallback()])`` measures every epoch, stage and the fit.
 
 :class:`ZeusCallback` maps Lightning's callback hooks onto a
-:class:`~zeus_core.monitor.lifecycle.TrainingLifecycle` (which holds all measurement, checkpoint
+:class:`~zeus_core.training._lifecycle.TrainingLifecycle` (which holds all measurement, checkpoint
 and failure logic) and logs the results through Lightning's own logging:
 
 * ``on_train_start`` / ``on_train_end`` (or ``on_exception``, ``teardown``): the run, exactly once.
@@ -37,10 +37,10 @@ from typing_extensions import override
 
 from zeus_core.callback import TrainingProtocol
 from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.monitor.lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
-from zeus_core.monitor.training import metric_key
 from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
-from zeus_core.optimizer.batch_size.trial_reporter import TrialReporter, trial_reporter
+from zeus_core.training._lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
+from zeus_core.training._tracker import metric_key
+from zeus_core.training._trial_reporter import TrialReporter, trial_reporter
 
 __all__ = ["ZeusCallback"]
 

@@ -126,7 +126,7 @@ def clock() -> FakeClock:
 
 
 class SubprocessServer:
-    """``python -m zeus_core.cli bso-server`` in a child process on a free port."""
+    """``python -m zeus_core._cli bso-server`` in a child process on a free port."""
 
     def __init__(self, database: str, *args: str, env: dict[str, str] | None = None) -> None:
         self.port = free_port()
@@ -146,7 +146,7 @@ class SubprocessServer:
         cmd = [
             sys.executable,
             "-m",
-            "zeus_core.cli",
+            "zeus_core._cli",
             "bso-server",
             "--database",
             self.database,

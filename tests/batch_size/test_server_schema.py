@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import text
 
 from tests.batch_size.server_harness import db_url, free_port  # noqa: F401
-from zeus_core.cli import main as cli_main
+from zeus_core._cli import main as cli_main
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.optimizer.batch_size import db as dbmod
 from zeus_core.optimizer.batch_size.api_models import JobSpecModel

@@ -14,11 +14,11 @@ import pytest
 from rich.console import Console
 
 from zeus_core.device.base import CPU, CpuEnergy
-from zeus_core.device.simulated import PhysicalModel, SimulatedGPU, VirtualClock
-from zeus_core.monitor.commands import render_report
+from zeus_core.monitor._cli_measure import render_report
 from zeus_core.monitor.measurement import Measurement
+from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
 
-ZEUS = [sys.executable, "-m", "zeus_core.cli"]
+ZEUS = [sys.executable, "-m", "zeus_core._cli"]
 SIM = ["measure", "--simulate", "--cpu-indices"]  # a simulated A40, no CPU: same result on every machine
 
 

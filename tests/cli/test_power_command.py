@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ZEUS = [sys.executable, "-m", "zeus_core.cli", "power"]
+ZEUS = [sys.executable, "-m", "zeus_core._cli", "power"]
 SIM = ["--simulate", "--cpu-indices"]  # simulated A40s, no CPU: same output on every machine
 
 

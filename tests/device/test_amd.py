@@ -7,7 +7,6 @@ import sys
 import pytest
 
 from tests.fakes.fake_amdsmi import AmdSmiLibraryException, FakeAMDSMI, FakeAMDSpec
-from tests.fakes.fake_pynvml import VirtualClock
 from zeus_core.device import amd
 from zeus_core.device.amd import AMDGPU, amd_gpus, probe_amd
 from zeus_core.exceptions import (
@@ -18,6 +17,7 @@ from zeus_core.exceptions import (
     ZeusPermissionError,
 )
 from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.testing._fake_nvml import VirtualClock
 
 
 @pytest.fixture(autouse=True)

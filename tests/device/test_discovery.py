@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.fake_amdsmi import FakeAMDSMI, FakeAMDSpec
-from tests.fakes.fake_pynvml import FakeGPUSpec, FakeNVML
 from zeus_core.device import rapl
 from zeus_core.device.discovery import discover, get_cpus, get_gpus, parse_visible_devices
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceNotFoundError, ZeusPermissionError
+from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML
 
 UUIDS = ["GPU-aaaa1111-0000", "GPU-bbbb2222-0000", "GPU-bbbb3333-0000"]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.fake_amdsmi import FakeAMDSMI
-from tests.fakes.fake_pynvml import FakeGPUSpec, FakeNVML
-from zeus_core.cli import main
+from zeus_core._cli import main
+from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,6 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from tests.fakes.fake_pynvml import FakeGPUSpec, FakeNVML, VirtualClock
 from zeus_core.device.nvidia import NVIDIAGPU, _translate, nvidia_gpus, probe_nvidia
 from zeus_core.exceptions import (
     ZeusConfigError,
@@ -20,6 +19,7 @@ from zeus_core.exceptions import (
     ZeusPermissionError,
 )
 from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML, VirtualClock
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -11,12 +11,12 @@ import pytest
 
 from tests.fakes.clock_cpu import ClockCPU
 from tests.fakes.fake_amdsmi import FakeAMDSMI, FakeAMDSpec
-from tests.fakes.fake_pynvml import FakeGPUSpec, FakeNVML
 from zeus_core.device import CPU, GPU, Device, Unavailable, register_gpu_vendor, unregister_gpu_vendor
 from zeus_core.device.discovery import discover, get_gpus
 from zeus_core.device.registry import gpu_vendors
-from zeus_core.device.simulated import PhysicalModel, SimulatedGPU, VirtualClock
 from zeus_core.exceptions import ZeusConfigError
+from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
+from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,17 +12,17 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 from tests.fakes.fake_amdsmi import FakeAMDSMI
-from tests.fakes.fake_pynvml import FakeNVML
 from zeus_core import PhysicalModel, SimulatedGPU, VirtualClock, ZeusMonitor
 from zeus_core.device.activity import Activity, ChildProcessActivity, ProcessActivity
 from zeus_core.device.discovery import discover, get_gpus
-from zeus_core.device.simulated import (
+from zeus_core.exceptions import ZeusConfigError
+from zeus_core.testing._fake_nvml import FakeNVML
+from zeus_core.testing._simulated_gpu import (
     SIMULATE_ENV,
     following_note,
     simulated_gpus_from_env,
     simulated_stand_in,
 )
-from zeus_core.exceptions import ZeusConfigError
 
 
 class CountedActivity(Activity):
@@ -150,7 +150,7 @@ def test_discovery_simulates_only_when_no_real_gpu(monkeypatch: pytest.MonkeyPat
 
 
 def test_real_gpus_win_over_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.fakes.fake_pynvml import FakeGPUSpec
+    from zeus_core.testing._fake_nvml import FakeGPUSpec
 
     FakeNVML([FakeGPUSpec.a40()]).patch(monkeypatch)
     assert [g.simulated for g in get_gpus({SIMULATE_ENV: "1"})] == [False]

@@ -1,6 +1,6 @@
 """A fake NVML whose settings persist across processes, with slow setters, for fault tests.
 
-:class:`PersistentFakeNVML` is :class:`~tests.fakes.fake_pynvml.FakeNVML` whose power limits and
+:class:`PersistentFakeNVML` is :class:`~zeus_core.testing._fake_nvml.FakeNVML` whose power limits and
 locked clocks live in a JSON state file, as a real GPU's settings outlive the process that set
 them: every getter reads the file, every setter sleeps ``set_delay_s`` (NVML calls that take a
 while make the signal-during-restore window wide enough to hit) and then writes it. Every write
@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from tests.fakes.fake_pynvml import FakeGPUSpec, FakeNVML
+from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML
 
 __all__ = [
     "PersistentFakeNVML",

@@ -22,9 +22,9 @@ sys.path.insert(0, str(SCRIPTS))
 from accelerate_tiny import UNIT_ENERGY_J, UNIT_TIME_S, RecordingTracker, SimModel, loader, run_epochs  # noqa: E402
 from lightning_accelerate_common import Recorder, expected_events, run_script  # noqa: E402
 
-from zeus_core.device.simulated import PhysicalModel, SimulatedGPU, VirtualClock  # noqa: E402
 from zeus_core.exceptions import ZeusConfigError  # noqa: E402
 from zeus_core.monitor.energy import ZeusMonitor  # noqa: E402
+from zeus_core.testing._simulated_gpu import PhysicalModel, SimulatedGPU, VirtualClock  # noqa: E402
 from zeus_integrations.accelerate import attach  # noqa: E402
 
 

@@ -1,13 +1,13 @@
-"""Monitor tests measure GPUs that behave like real ones by default (tests/fakes/quirky_nvml.py).
+"""Monitor tests measure GPUs that behave like real ones by default (zeus_core/testing/_quirky_nvml.py).
 
-The idealized fake (tests/fakes/fake_pynvml.py) stays for tests that need exact counters.
+The idealized fake (zeus_core/testing/_fake_nvml.py) stays for tests that need exact counters.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.fakes.quirky_nvml import FakeGPUSpec, Quirks, QuirkyNVML, square_wave
+from zeus_core.testing._quirky_nvml import FakeGPUSpec, Quirks, QuirkyNVML, square_wave
 
 
 @pytest.fixture

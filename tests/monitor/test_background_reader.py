@@ -1,4 +1,4 @@
-"""ZeusMonitor's background reader on GPUs that behave like real ones (tests/fakes/quirky_nvml.py).
+"""ZeusMonitor's background reader on GPUs that behave like real ones (zeus_core/testing/_quirky_nvml.py).
 
 Timing margins are generous: these run on a loaded machine. Accuracy targets live in
 benchmarks/measurement_accuracy.py, not here.
@@ -15,10 +15,10 @@ import warnings
 
 import pytest
 
-from tests.fakes.quirky_nvml import FakeGPUSpec, Quirks, QuirkyNVML, StepProfile, constant, square_wave
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceError
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.monitor.reader import shared_reader
+from zeus_core.testing._quirky_nvml import FakeGPUSpec, Quirks, QuirkyNVML, StepProfile, constant, square_wave
 
 
 @pytest.fixture(autouse=True)

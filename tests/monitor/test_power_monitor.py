@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from zeus_core.device.base import CPU, CpuEnergy
-from zeus_core.device.simulated import PhysicalModel, SimulatedGPU, VirtualClock
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceError, ZeusDeviceNotFoundError
 from zeus_core.monitor.power import PowerMonitor
+from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
 
 BUSY_W, IDLE_W = 300.0, 30.0
 

@@ -26,12 +26,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.conftest import free_port
 from tests.fakes.clock_cpu import CPU_ORIGIN_J, DRAM_ORIGIN_J
 from tests.fakes.clock_cpu import ClockCPU as FakeCPU
-from tests.fakes.fake_pynvml import FakeGPUSpec, FakeNVML
-from zeus_core.device.simulated import PhysicalModel, SimulatedGPU, VirtualClock
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceError
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.monitor.measurement import Measurement
 from zeus_core.monitor.prometheus import PrometheusExporter
+from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
+from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML
 
 BUSY_W, IDLE_W = 300.0, 30.0  # PhysicalModel.a40() busy at its default 300 W limit, and idle
 SIM = "NVIDIA A40 (simulated)"
@@ -403,7 +403,7 @@ def test_top_level_export_stays_lazy() -> None:
 # -- zeus-suite metrics -----------------------------------------------------------------------------
 def test_cli_serves_metrics_until_sigterm() -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "zeus_core.cli", "metrics", "--simulate", "--cpu-indices", "--port", "0"],
+        [sys.executable, "-m", "zeus_core._cli", "metrics", "--simulate", "--cpu-indices", "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -432,7 +432,7 @@ def test_cli_serves_metrics_until_sigterm() -> None:
 
 
 def test_cli_bad_port_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    from zeus_core.cli import main
+    from zeus_core._cli import main
 
     assert main(["metrics", "--simulate", "--cpu-indices", "--port", "70000"]) == 2
     assert "port must be an integer in 0-65535" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""The quirky fake NVML behaves like the real GPUs it stands for (tests/fakes/quirky_nvml.py)."""
+"""The quirky fake NVML behaves like the real GPUs it stands for (zeus_core/testing/_quirky_nvml.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import time
 import pynvml as real_nvml
 import pytest
 
-from tests.fakes.fake_pynvml import VirtualClock
-from tests.fakes.quirky_nvml import FakeGPUSpec, Quirks, QuirkyNVML, StepProfile, constant, square_wave
+from zeus_core.testing._fake_nvml import VirtualClock
+from zeus_core.testing._quirky_nvml import FakeGPUSpec, Quirks, QuirkyNVML, StepProfile, constant, square_wave
 
 
 def make(profile: StepProfile, quirks: Quirks | None = None, clock: VirtualClock | None = None) -> QuirkyNVML:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from tests.fakes.quirky_nvml import QuirkyNVML
 from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.monitor.training import TrainingTracker
+from zeus_core.testing._quirky_nvml import QuirkyNVML
+from zeus_core.training._tracker import TrainingTracker
 
 
 def test_step_windows_are_published_once_final_without_waiting(quirky_h100: QuirkyNVML) -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from zeus_core import PhysicalModel, SimulatedGPU, TrainingCallback, VirtualClock, ZeusMonitor
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.monitor.training import TrainingTracker, metric_key
+from zeus_core.training._tracker import TrainingTracker, metric_key
 
 
 class Recorder(TrainingCallback):

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.clock_cpu import ClockCPU as FakeCPU
-from zeus_core.device.simulated import PhysicalModel, SimulatedGPU, VirtualClock, simulate_steps
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceNotFoundError, ZeusWindowError
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.monitor.measurement import Measurement
+from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock, simulate_steps
 
 BUSY_W = 300.0  # PhysicalModel.a40() at its default 300 W limit
 IDLE_W = 30.0

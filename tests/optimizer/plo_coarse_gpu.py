@@ -13,7 +13,7 @@ import bisect
 import math
 from typing import Any
 
-from zeus_core.device.simulated import SimulatedGPU, VirtualClock
+from zeus_core.testing import SimulatedGPU, VirtualClock
 
 __all__ = ["CoarseCounterGPU"]
 

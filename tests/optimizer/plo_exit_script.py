@@ -13,9 +13,9 @@ import sys
 import time
 
 from tests.optimizer.plo_support import synthetic_profile
-from zeus_core.device.simulated import SimulatedGPU, VirtualClock
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.optimizer.power_limit import Energy, GlobalPowerLimitOptimizer
+from zeus_core.testing import SimulatedGPU, VirtualClock
 
 MODE, LOG = sys.argv[1], sys.argv[2]
 ZEUS_LOOP = sys.argv[3:] == ["zeus-loop"]

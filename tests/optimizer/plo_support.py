@@ -8,10 +8,17 @@ from typing import Any, Sequence
 
 from zeus_core import console
 from zeus_core.device.base import PowerLimitConstraints
-from zeus_core.device.simulated import MeasuredProfile, SimulatedGPU, VirtualClock, simulate_steps
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.optimizer.power_limit import GlobalPowerLimitOptimizer
-from zeus_core.optimizer.power_limit.generator import NoisyRun, StepNoise, Workload
+from zeus_core.testing import (
+    MeasuredProfile,
+    NoisyRun,
+    SimulatedGPU,
+    StepNoise,
+    VirtualClock,
+    Workload,
+    simulate_steps,
+)
 
 __all__ = [
     "synthetic_profile",
@@ -104,9 +111,9 @@ class FakeTraining:
     """
 
     def __init__(self, monkeypatch: Any, workload: Workload, noise: StepNoise, seed: int = 0) -> None:
-        from tests.fakes.fake_pynvml import FakeGPUSpec, FakeNVML
-        from tests.fakes.fake_pynvml import VirtualClock as FakeClock
         from zeus_core.device import base
+        from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML
+        from zeus_core.testing._fake_nvml import VirtualClock as FakeClock
 
         gpu = workload.gpu
         self.clock = FakeClock()

@@ -20,9 +20,9 @@ from pathlib import Path
 import torch.distributed as dist
 
 from zeus_core import distributed
-from zeus_core.device.simulated import MeasuredProfile, SimulatedGPU, VirtualClock
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.optimizer.power_limit import Done, Energy, GlobalPowerLimitOptimizer, ZeusCost
+from zeus_core.testing import MeasuredProfile, SimulatedGPU, VirtualClock
 
 out_dir, csv = Path(sys.argv[1]), Path(sys.argv[2])
 dist.init_process_group("gloo")

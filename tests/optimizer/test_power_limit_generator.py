@@ -6,13 +6,13 @@ import random
 
 import pytest
 
-from zeus_core.optimizer.power_limit.generator import GPUS, NoisyRun, StepNoise, generate
 from zeus_core.optimizer.power_limit.measurement import (
     EarlyStopping,
     PowerLimitMeasurement,
     drop_stalls,
     relative_step_spread,
 )
+from zeus_core.testing import GPUS, NoisyRun, StepNoise, generate
 
 
 def test_limit_ranges_follow_the_specs() -> None:

@@ -1,15 +1,15 @@
-"""The optimizer on the NVML backend, against the fake pynvml (tests/fakes/fake_pynvml.py)."""
+"""The optimizer on the NVML backend, against the fake pynvml (zeus_core/testing/_fake_nvml.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.fakes.fake_pynvml import FakeGPUSpec, FakeNVML, VirtualClock
 from zeus_core.device import base as device_base
 from zeus_core.device.nvidia import PERMISSION_FIX, nvidia_gpus
 from zeus_core.exceptions import ZeusPermissionError
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.optimizer.power_limit import Done, Energy, GlobalPowerLimitOptimizer
+from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML, VirtualClock
 
 
 def fake_nvml(monkeypatch: pytest.MonkeyPatch, root: bool) -> tuple[FakeNVML, list[tuple[int, int]]]:

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from tests.optimizer.plo_support import make_gpus, monitor_of, run_steps, synthetic_profile
-from zeus_core.device.simulated import PhysicalModel, SimulatedGPU, VirtualClock
 from zeus_core.exceptions import ZeusProfileError
 from zeus_core.optimizer.power_limit import (
     Done,
@@ -21,6 +20,7 @@ from zeus_core.optimizer.power_limit import (
     Ready,
     Time,
 )
+from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
 
 CLOCK = VirtualClock()
 SMALL = dict(wait_steps=1, warmup_steps=2, profile_steps=3, pl_step=50, early_stopping=None)

@@ -15,7 +15,6 @@ from tests.optimizer.plo_support import (
     zeus_loop,
 )
 from zeus_core.device.base import PowerLimitConstraints
-from zeus_core.device.simulated import MeasuredProfile
 from zeus_core.optimizer.power_limit import (
     EarlyStopping,
     Energy,
@@ -24,7 +23,7 @@ from zeus_core.optimizer.power_limit import (
     Time,
     ZeusCost,
 )
-from zeus_core.optimizer.power_limit.generator import GPUS, StepNoise, Workload, generate
+from zeus_core.testing import GPUS, MeasuredProfile, StepNoise, Workload, generate
 
 
 def zeus_budget(plo) -> int:

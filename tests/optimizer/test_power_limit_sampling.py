@@ -13,7 +13,6 @@ import pytest
 from tests.optimizer.plo_coarse_gpu import CoarseCounterGPU
 from tests.optimizer.plo_support import make_gpus, monitor_of, run_steps
 from zeus_core.device.base import PowerLimitConstraints
-from zeus_core.device.simulated import MeasuredProfile, VirtualClock, simulate_steps
 from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
 from zeus_core.monitor.measurement import Measurement
 from zeus_core.optimizer.power_limit import (
@@ -27,6 +26,7 @@ from zeus_core.optimizer.power_limit import (
     window_name,
 )
 from zeus_core.optimizer.power_limit.sampling import LocalSamples, sample_ends, steps_per_sample
+from zeus_core.testing import MeasuredProfile, VirtualClock, simulate_steps
 
 M = PowerLimitMeasurement
 

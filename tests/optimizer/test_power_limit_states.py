@@ -15,7 +15,6 @@ from tests.optimizer.plo_support import (
     synthetic_profile,
 )
 from zeus_core.callback import CallbackList, TrainingCallback
-from zeus_core.device.simulated import MeasuredProfile, PhysicalModel, SimulatedGPU, VirtualClock
 from zeus_core.exceptions import ZeusConfigError, ZeusPermissionError
 from zeus_core.optimizer.power_limit import (
     Done,
@@ -30,6 +29,7 @@ from zeus_core.optimizer.power_limit import (
     ZeusCost,
     window_name,
 )
+from zeus_core.testing import MeasuredProfile, PhysicalModel, SimulatedGPU, VirtualClock
 
 SMALL = dict(wait_steps=1, warmup_steps=2, profile_steps=3, pl_step=50)
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from zeus_core.cli import main
-from zeus_core.optimizer.pipeline_frequency import FrequencyPlan, physical_instruction_profile
+from zeus_core._cli import main
+from zeus_core.optimizer.pipeline_frequency import FrequencyPlan
+from zeus_core.testing import physical_instruction_profile
 
 
 @pytest.fixture
@@ -150,7 +151,7 @@ def test_entry_point_runs_as_a_module(tmp_path: Path, profile_csv: Path) -> None
         [
             sys.executable,
             "-m",
-            "zeus_core.cli",
+            "zeus_core._cli",
             "plan",
             "--profile",
             str(profile_csv),

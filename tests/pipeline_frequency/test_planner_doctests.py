@@ -18,9 +18,9 @@ MODULES = [
     "refine",
     "plan",
     "plots",
-    "physical_profiles",
+    "zeus_core.testing._pipeline_profiles",
     "blocking_power",
-    "simulated_gpu",
+    "zeus_core.testing._pipeline_gpu",
     "point_plan",
     "plan_settings",
     "profiler",
@@ -32,7 +32,7 @@ MODULES = [
 def test_docstring_examples_run(name: str) -> None:
     if name == "plots":
         pytest.importorskip("matplotlib")
-    module = importlib.import_module(f"zeus_core.optimizer.pipeline_frequency.{name}")
+    module = importlib.import_module(name if "." in name else f"zeus_core.optimizer.pipeline_frequency.{name}")
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
     assert result.attempted > 0 or name == "solver"

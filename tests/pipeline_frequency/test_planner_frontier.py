@@ -11,15 +11,14 @@ import pytest
 
 from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
 from zeus_core.optimizer.pipeline_frequency import (
-    PHYSICAL_GPUS,
     FrequencyPlan,
     Instruction,
     InstructionKind,
-    physical_instruction_profile,
     plan_frontier,
     synchronous_1f1b,
 )
 from zeus_core.optimizer.pipeline_frequency.refine import lp_plan, reclaim_slack
+from zeus_core.testing import PHYSICAL_GPUS, physical_instruction_profile
 
 F, B = InstructionKind.FORWARD, InstructionKind.BACKWARD
 
@@ -229,7 +228,8 @@ def test_planning_imports_neither_matplotlib_nor_torch() -> None:
         "import sys\n"
         "import zeus_core.optimizer.pipeline_frequency as pf\n"
         "assert 'scipy' not in sys.modules, 'package import pulled scipy'\n"
-        "fr = pf.plan_frontier(pf.synchronous_1f1b(2, 2), pf.physical_instruction_profile('a40', 2))\n"
+        "from zeus_core.testing import physical_instruction_profile\n"
+        "fr = pf.plan_frontier(pf.synchronous_1f1b(2, 2), physical_instruction_profile('a40', 2))\n"
         "fr.zero_slowdown_plan()\n"
         "bad = [m for m in ('matplotlib', 'torch') if m in sys.modules]\n"
         "assert not bad, bad\n"

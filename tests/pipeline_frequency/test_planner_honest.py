@@ -13,15 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from zeus_core.cli import main
+from zeus_core._cli import main
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.pipeline_frequency import (
-    InstructionProfile,
-    physical_instruction_profile,
-    plan_frontier,
-    synchronous_1f1b,
-)
+from zeus_core.optimizer.pipeline_frequency import InstructionProfile, plan_frontier, synchronous_1f1b
 from zeus_core.optimizer.pipeline_frequency.blocking_power import idle_power_w, resolve_blocking_power
+from zeus_core.testing import physical_instruction_profile
 
 
 def _bare_csv(tmp_path: Path) -> Path:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.pipeline_frequency import FrequencyPlan, physical_instruction_profile, plan_frontier
+from zeus_core.optimizer.pipeline_frequency import FrequencyPlan, plan_frontier
 from zeus_core.optimizer.pipeline_frequency.dag import PipelineDAG
 from zeus_core.optimizer.pipeline_frequency.point_plan import plan_at_time
 from zeus_core.optimizer.pipeline_frequency.schedule import (
@@ -18,6 +18,7 @@ from zeus_core.optimizer.pipeline_frequency.schedule import (
     synchronous_1f1b,
     zero_bubble_1f1b,
 )
+from zeus_core.testing import physical_instruction_profile
 
 
 def test_interleaved_order_follows_megatron() -> None:

@@ -15,14 +15,14 @@ from zeus_core.optimizer.pipeline_frequency.cost_model import (
     InstructionOptions,
     quantize_time,
 )
-from zeus_core.optimizer.pipeline_frequency.physical_profiles import (
+from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
+from zeus_core.optimizer.pipeline_frequency.profile import ProfileMeasurement as PM
+from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind, synchronous_1f1b
+from zeus_core.testing._pipeline_profiles import (
     PHYSICAL_GPUS,
     physical_instruction_profile,
     stage_weights,
 )
-from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
-from zeus_core.optimizer.pipeline_frequency.profile import ProfileMeasurement as PM
-from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind, synchronous_1f1b
 
 
 def test_csv_round_trip_and_averaging(tmp_path: Path) -> None:

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO_ROOT
-from zeus_core.device.simulated import PhysicalModel, SimulatedGPU, VirtualClock
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceError, ZeusPermissionError
 from zeus_core.optimizer.pipeline_frequency.controller import ControlMode, FrequencyController
+from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
 
 
 class SlowGPU(SimulatedGPU):
@@ -139,7 +139,7 @@ _SCRIPT = textwrap.dedent(
     """
     import os, signal, sys, time
     from pathlib import Path
-    from zeus_core.device.simulated import PhysicalModel, SimulatedGPU
+    from zeus_core.testing import PhysicalModel, SimulatedGPU
     from zeus_core.optimizer.pipeline_frequency.controller import FrequencyController
 
     marker = Path(sys.argv[1])

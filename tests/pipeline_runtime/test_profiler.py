@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from zeus_core.device.simulated import PhysicalModel, SimulatedGPU, VirtualClock
 from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.optimizer.pipeline_frequency.profiler import FrequencySweep, InstructionProfiler
+from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
 
 MODEL = PhysicalModel.a40()
 

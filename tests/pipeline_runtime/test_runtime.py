@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from zeus_core import console
-from zeus_core.device.simulated import PhysicalModel, SimulatedGPU, VirtualClock
 from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
 from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
 from zeus_core.optimizer.pipeline_frequency.profiler import FrequencySweep
@@ -25,6 +24,7 @@ from zeus_core.optimizer.pipeline_frequency.runtime import (
     Profiling,
 )
 from zeus_core.optimizer.pipeline_frequency.schedule import synchronous_1f1b
+from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
 
 ORDER = [("forward", 0), ("backward", 0), ("forward", 1), ("backward", 1)]  # 1F1B, 1 stage, 2 microbatches
 SWEEP = FrequencySweep(frequencies_mhz=(1740, 1140, 840), iterations_per_frequency=2, patience=0)

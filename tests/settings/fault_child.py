@@ -97,8 +97,8 @@ def perseus_nvml() -> None:
 
 
 def perseus_sim(log: str) -> None:
-    from zeus_core.device.simulated import PhysicalModel, SimulatedGPU
     from zeus_core.optimizer.pipeline_frequency.controller import FrequencyController
+    from zeus_core.testing import PhysicalModel, SimulatedGPU
 
     class LoggedGPU(SimulatedGPU):
         """A simulated GPU whose clock changes take DELAY_S and are logged."""

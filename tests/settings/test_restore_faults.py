@@ -105,7 +105,7 @@ def test_sigterm_while_on_train_end_restores(state: Path) -> None:
 
 
 def test_sigkill_of_measure_takes_the_child_and_its_restore_runs(state: Path) -> None:
-    measure_cmd = (sys.executable, "-m", "zeus_core.cli", "measure", "--simulate", "--cpu-indices", "--")
+    measure_cmd = (sys.executable, "-m", "zeus_core._cli", "measure", "--simulate", "--cpu-indices", "--")
     measure = start(state, "plo-wait", wrap=measure_cmd)
     child = int(measure.first_line.split()[1])  # type: ignore[attr-defined]
     measure.kill()
@@ -129,7 +129,7 @@ def alive(pid: int) -> bool:
 def run_env(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
     code = (
         "import sys; from tests.fakes.persistent_nvml import install_from_env; install_from_env(); "
-        "from zeus_core.cli import main; sys.exit(main(sys.argv[1:]))"
+        "from zeus_core._cli import main; sys.exit(main(sys.argv[1:]))"
     )
     env = {**child_env(state), DELAY_ENV: "0", "COLUMNS": "250"}
     return subprocess.run(

@@ -9,17 +9,17 @@ import time
 
 import pytest
 
-from tests.fakes.fake_pynvml import FakeGPUSpec, FakeNVML, VirtualClock
 from tests.optimizer.plo_support import make_gpus, monitor_of, run_steps
 from tests.pipeline_runtime.test_controller import SlowGPU
 from zeus_core import Setting, SettingsGuard, console
 from zeus_core.device.nvidia import nvidia_gpus
-from zeus_core.device.simulated import PhysicalModel, SimulatedGPU, simulate_steps
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.optimizer.pipeline_frequency.controller import FrequencyController
 from zeus_core.optimizer.power_limit import Energy, GlobalPowerLimitOptimizer
 from zeus_core.settings import DirectAccess, GPUSettings, get_access, set_access
+from zeus_core.testing import PhysicalModel, SimulatedGPU, simulate_steps
+from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML, VirtualClock
 
 main_thread_only = pytest.mark.skipif(
     threading.current_thread() is not threading.main_thread(), reason="signal handlers need the main thread"

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from zeus_core.cli import main
+from zeus_core._cli import main
 
 QUICK = ["--recurrences", "40", "--seeds", "1", "2"]
 

@@ -8,7 +8,7 @@ Bundled (sources and licenses in ``zeus_core/data/NOTICE.md``):
 * ``power_limit_profiles``: ``GlobalPowerLimitOptimizer`` profiles measured on NVIDIA A40 GPUs (one row
   per power limit: elapsed s and J per GPU). From the public Zeus repository, Apache-2.0.
 * ``perseus/a100_4stage_profile.csv``: a **simulated** Perseus instruction profile (4 stages, A100-like,
-  from :func:`zeus_core.optimizer.pipeline_frequency.physical_profiles.physical_instruction_profile`
+  from :func:`zeus_core.testing._pipeline_profiles.physical_instruction_profile`
   with seed 0) to try ``zeus-suite plan`` with.
 
 ``python -m zeus_core.data NAME`` prints the path of ``NAME`` (for shell use), and

@@ -4,8 +4,8 @@ What the Perseus examples (``examples/perseus_*.py``) and tests need to show rea
 machine without GPUs:
 
 * :class:`GpuWork`: a ``torch.nn.Module`` that keeps a
-  :class:`~zeus_core.optimizer.pipeline_frequency.simulated_gpu.SimulatedPipelineGPU` busy for
-  one instruction's :class:`~zeus_core.optimizer.pipeline_frequency.simulated_gpu.InstructionWork`
+  :class:`~zeus_core.testing._pipeline_gpu.SimulatedPipelineGPU` busy for
+  one instruction's :class:`~zeus_core.testing._pipeline_gpu.InstructionWork`
   in forward, and for the backward's work in backward (by default twice the forward's), at the
   clock the GPU runs at. Put it in each stage's module next to the real (tiny) layers.
 * :func:`spawn_local_ranks`: start ``n`` processes on this machine with a gloo-ready
@@ -16,8 +16,8 @@ machine without GPUs:
   iteration, idle time included), and the printed comparison with the highest clocks.
 
 Example:
-    >>> from zeus_core.device.simulated import VirtualClock
-    >>> from zeus_core.optimizer.pipeline_frequency.simulated_gpu import InstructionWork, SimulatedPipelineGPU
+    >>> from zeus_core.testing import VirtualClock
+    >>> from zeus_core.testing import InstructionWork, SimulatedPipelineGPU
     >>> gpu = SimulatedPipelineGPU("a40", clock=VirtualClock())
     >>> layer = GpuWork(gpu, InstructionWork(0.010, 0.002))
     >>> x = torch.ones(2, requires_grad=True)
@@ -43,7 +43,7 @@ from zeus_core.exceptions import ZeusError
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
 from zeus_core.optimizer.pipeline_frequency.runtime import PerseusRuntime
-from zeus_core.optimizer.pipeline_frequency.simulated_gpu import InstructionWork, SimulatedPipelineGPU
+from zeus_core.testing import InstructionWork, SimulatedPipelineGPU
 
 __all__ = [
     "GpuWork",

@@ -7,7 +7,7 @@ import sys
 import torch.distributed as dist
 
 from zeus_core import PhysicalModel, SimulatedGPU, VirtualClock, ZeusMonitor, reduce_measurement
-from zeus_core.monitor.training import TrainingTracker
+from zeus_core.training._tracker import TrainingTracker
 
 dist.init_process_group("gloo")
 rank = dist.get_rank()

@@ -13,7 +13,7 @@ from accelerate import Accelerator
 from accelerate.tracking import GeneralTracker
 from torch.utils.data import DataLoader, TensorDataset
 
-from zeus_core.device.simulated import SimulatedGPU
+from zeus_core.testing import SimulatedGPU
 
 UNIT_TIME_S = 0.1
 UNIT_ENERGY_J = 30.0

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from zeus_core.optimizer.pipeline_frequency.simulated_gpu import InstructionWork, SimulatedPipelineGPU
+from zeus_core.testing import InstructionWork, SimulatedPipelineGPU
 from zeus_integrations.pipeline.emulation import GpuWork
 
 

@@ -17,7 +17,7 @@ With ``mode="measure"`` nothing on the GPU changes: requests are only recorded, 
 dry-run and inspected.
 
 Example:
-    >>> from zeus_core.device.simulated import PhysicalModel, SimulatedGPU, VirtualClock
+    >>> from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
     >>> gpu = SimulatedGPU(PhysicalModel.a40(), clock=VirtualClock())
     >>> with FrequencyController(gpu) as ctl:
     ...     ctl.request(1200)
@@ -120,7 +120,7 @@ class FrequencyController:
         changes: Recent :class:`FrequencyChange` s, oldest first (empty in measure mode).
 
     Example:
-        >>> from zeus_core.device.simulated import PhysicalModel, SimulatedGPU
+        >>> from zeus_core.testing import PhysicalModel, SimulatedGPU
         >>> ctl = FrequencyController(SimulatedGPU(PhysicalModel.a40()), mode="measure")
         >>> ctl.start(); ctl.request(1410, tag="stage0:F0"); ctl.close()
         >>> [(r.frequency_mhz, r.tag) for r in ctl.requests], list(ctl.changes)

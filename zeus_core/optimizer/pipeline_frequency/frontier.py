@@ -19,7 +19,8 @@ quantisation left a plan too long), so ``zero_slowdown_plan()`` is never slower 
 all-maximum-clock plan.
 
 Example:
-    >>> from zeus_core.optimizer.pipeline_frequency import physical_instruction_profile, synchronous_1f1b
+    >>> from zeus_core.optimizer.pipeline_frequency import synchronous_1f1b
+    >>> from zeus_core.testing import physical_instruction_profile
     >>> frontier = plan_frontier(synchronous_1f1b(2, 4), physical_instruction_profile("a100", 2),
     ...                          blocking_power_w=80.0)
     >>> fast, base = frontier.zero_slowdown_plan(), frontier.max_frequency_plan()

@@ -5,8 +5,8 @@ canvas is used (no ``pyplot``, no global backend switch), so plotting works head
 an interactive session's backend alone.
 
 Example:
-    >>> from zeus_core.optimizer.pipeline_frequency import (
-    ...     physical_instruction_profile, plan_frontier, synchronous_1f1b)
+    >>> from zeus_core.optimizer.pipeline_frequency import plan_frontier, synchronous_1f1b
+    >>> from zeus_core.testing import physical_instruction_profile
     >>> import tempfile, pathlib
     >>> fr = plan_frontier(synchronous_1f1b(2, 3), physical_instruction_profile("a40", 2))
     >>> out = pathlib.Path(tempfile.mkdtemp())

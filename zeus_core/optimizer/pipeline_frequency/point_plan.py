@@ -10,7 +10,7 @@ The plan is exact in real time for the profile's options (the LP relaxation's du
 to the slowest option that fits), and it replays through the DAG like every other plan.
 
 Example:
-    >>> from zeus_core.optimizer.pipeline_frequency import physical_instruction_profile
+    >>> from zeus_core.testing import physical_instruction_profile
     >>> from zeus_core.optimizer.pipeline_frequency.schedule import interleaved_1f1b
     >>> plan = plan_at_time(interleaved_1f1b(2, 4, 2), physical_instruction_profile("a40", 2))
     >>> base = plan.metadata["baseline"]

@@ -12,7 +12,7 @@ pipeline communication (the planner's ``blocking_power_w``) is measured instead 
 energy of an iteration outside its instructions, divided by the time outside its instructions.
 
 Example:
-    >>> from zeus_core.device.simulated import PhysicalModel, SimulatedGPU, VirtualClock
+    >>> from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
     >>> from zeus_core.monitor.energy import ZeusMonitor
     >>> clock = VirtualClock()
     >>> gpu = SimulatedGPU(PhysicalModel.a40(), clock=clock, busy=True)
@@ -273,7 +273,7 @@ class InstructionProfiler:
         ZeusConfigError: The monitor measures no GPU or more than one, or ``stage`` < 0.
 
     Example:
-        >>> from zeus_core.device.simulated import PhysicalModel, SimulatedGPU, VirtualClock
+        >>> from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
         >>> clock = VirtualClock()
         >>> gpu = SimulatedGPU(PhysicalModel.a40(), clock=clock, busy=True)
         >>> profiler = InstructionProfiler(ZeusMonitor(gpus=[gpu], cpu_indices=[]), stage=1)

@@ -16,8 +16,8 @@ time (zero slowdown, a deadline, a straggler's time) two exact-in-time tools ref
   only falls, and the result still meets the target.
 
 Example:
-    >>> from zeus_core.optimizer.pipeline_frequency import (
-    ...     physical_instruction_profile, plan_frontier, synchronous_1f1b)
+    >>> from zeus_core.optimizer.pipeline_frequency import plan_frontier, synchronous_1f1b
+    >>> from zeus_core.testing import physical_instruction_profile
     >>> fr = plan_frontier(synchronous_1f1b(2, 3), physical_instruction_profile("a40", 2))
     >>> ladders = [fr.options[(i.stage, i.kind)].all_pareto for i in fr.dag.instructions]
     >>> target = fr.max_frequency_plan().iteration_time_s

@@ -33,7 +33,7 @@ target without profiling again; files made for other GPUs or another instruction
 rejected with :class:`~zeus_core.exceptions.ZeusProfileError` on every rank.
 
 Example:
-    >>> from zeus_core.device.simulated import PhysicalModel, SimulatedGPU
+    >>> from zeus_core.testing import PhysicalModel, SimulatedGPU
     >>> runtime = PerseusRuntime(SimulatedGPU(PhysicalModel.a40(), busy=True), mode="measure")
     >>> runtime.set_pipeline(stage=0, num_stages=1, schedule="1f1b")
     >>> with runtime:
@@ -133,7 +133,7 @@ class PerseusRuntime(TrainingCallback):
     Example:
         Normally a hook from :mod:`zeus_integrations.pipeline` makes these calls::
 
-            >>> from zeus_core.device.simulated import PhysicalModel, SimulatedGPU
+            >>> from zeus_core.testing import PhysicalModel, SimulatedGPU
             >>> from zeus_core.optimizer.pipeline_frequency.schedule import synchronous_1f1b
             >>> gpu = SimulatedGPU(PhysicalModel.a40(), busy=True)
             >>> plan = FrequencyPlan.uniform(synchronous_1f1b(1, 1), 1200)

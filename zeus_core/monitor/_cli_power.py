@@ -19,7 +19,7 @@ from typing import Sequence
 
 from zeus_core.device.base import CPU, GPU
 from zeus_core.exceptions import ZeusError
-from zeus_core.monitor.commands import (
+from zeus_core.monitor._cli_measure import (
     StopRequested,
     add_device_arguments,
     make_console,

@@ -1,7 +1,7 @@
 """Synthetic instruction profiles from the documented DVFS model (A100-like and A40-like GPUs).
 
 For benchmarks, examples and tests without a GPU. Each (stage, instruction) gets the model of
-:class:`zeus_core.device.simulated.PhysicalModel`, evaluated at a sweep of SM clocks ``f``:
+:class:`zeus_core.testing._simulated_gpu.PhysicalModel`, evaluated at a sweep of SM clocks ``f``:
 
 * time ``t(f) = t_mem + t_comp · f_max / f`` (s): the memory-bound part does not speed up with the
   SM clock; ``t_mem`` is ``memory_fraction`` of the time at ``f_max``;
@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zeus_core.device.simulated import PhysicalModel
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile, ProfileMeasurement
 from zeus_core.optimizer.pipeline_frequency.schedule import SPLIT_BACKWARD, InstructionKind
+from zeus_core.testing._simulated_gpu import PhysicalModel
 
 __all__ = ["PhysicalGpuSpec", "PHYSICAL_GPUS", "stage_weights", "physical_instruction_profile"]
 

@@ -237,7 +237,7 @@ class FakeNVML(types.ModuleType):
         library_found: bool = True,
         driver_loaded: bool = True,
     ) -> None:
-        super().__init__("pynvml", "Fake pynvml (tests/fakes/fake_pynvml.py)")
+        super().__init__("pynvml", "Fake pynvml (zeus_core/testing/_fake_nvml.py)")
         for name in dir(_real):  # the genuine constants and error classes
             if name.startswith(("NVML_", "NVMLError")) or name == "nvmlExceptionClass":
                 setattr(self, name, getattr(_real, name))
@@ -253,7 +253,7 @@ class FakeNVML(types.ModuleType):
         self.init_count = 0
         self.driver_version = "550.54.15"
         if instant:  # an instance attribute shadows the clock-driven method
-            self.nvmlDeviceGetTotalEnergyConsumption = self._instant_energy_reader(instant_step_mj)
+            setattr(self, "nvmlDeviceGetTotalEnergyConsumption", self._instant_energy_reader(instant_step_mj))
 
     # -- test helpers (not NVML) ----------------------------------------------------------------
     @contextmanager

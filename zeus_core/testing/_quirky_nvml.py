@@ -1,6 +1,6 @@
 """A fake ``pynvml`` with the quirks of real GPUs, for monitor tests and benchmarks.
 
-:class:`QuirkyNVML` is :class:`~tests.fakes.fake_pynvml.FakeNVML` (same functions, constants and
+:class:`QuirkyNVML` is :class:`~zeus_core.testing._fake_nvml.FakeNVML` (same functions, constants and
 errors; install it the same way) with what the idealized fake hides:
 
 - **a coarse energy counter**: ``nvmlDeviceGetTotalEnergyConsumption`` returns the true energy
@@ -38,7 +38,7 @@ from typing import Any, Callable, Sequence
 
 import pynvml as _real
 
-from tests.fakes.fake_pynvml import FakeDevice, FakeGPUSpec, FakeNVML, NVMLError, _FieldValue
+from zeus_core.testing._fake_nvml import FakeDevice, FakeGPUSpec, FakeNVML, NVMLError, _FieldValue
 
 __all__ = ["Quirks", "StepProfile", "square_wave", "QuirkyNVML", "FakeGPUSpec"]
 

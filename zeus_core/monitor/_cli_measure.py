@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from zeus_core.device.base import CPU, GPU
-from zeus_core.device.simulated import follow_child, following_note
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceError, ZeusError, ZeusPermissionError
 from zeus_core.monitor.measurement import Measurement
+from zeus_core.testing._simulated_gpu import follow_child, following_note
 
 __all__ = [
     "add_arguments",
@@ -127,7 +127,7 @@ def select_devices(
     """
     notes: list[str] = []
     if simulate:
-        from zeus_core.device.simulated import PhysicalModel, SimulatedGPU
+        from zeus_core.testing import PhysicalModel, SimulatedGPU
 
         gpus: list[GPU] = [
             SimulatedGPU(PhysicalModel.a40(), index=i, busy=True) for i in dict.fromkeys(gpu_indices or [0])

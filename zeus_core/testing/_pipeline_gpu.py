@@ -10,7 +10,7 @@ every figure a run reports is marked simulated (the GPU's name ends in ``(simula
 
 The model (the standard DVFS model of GPU kernels, as in Mei, Wang, Chu, Liu: "A Survey and
 Measurement Study of GPU DVFS on Energy Conservation", Digital Communications and Networks 3(2),
-2017, and in :class:`zeus_core.device.simulated.PhysicalModel`), with ``f`` the SM clock and
+2017, and in :class:`zeus_core.testing._simulated_gpu.PhysicalModel`), with ``f`` the SM clock and
 ``f_max`` the highest clock:
 
 * **time**: an instruction has a compute-bound share ``compute_s`` (at ``f_max``) that scales
@@ -23,7 +23,7 @@ Measurement Study of GPU DVFS on Energy Conservation", Digital Communications an
   communication).
 
 Example:
-    >>> from zeus_core.device.simulated import VirtualClock
+    >>> from zeus_core.testing import VirtualClock
     >>> gpu = SimulatedPipelineGPU("a40", clock=VirtualClock())
     >>> work = InstructionWork(compute_s=0.010, memory_s=0.002)
     >>> round(gpu.run(work), 4)                      # at the highest clock, s
@@ -39,8 +39,8 @@ import time
 from dataclasses import dataclass, field
 
 from zeus_core.device.base import Clock
-from zeus_core.device.simulated import GpuBehavior, PhysicalModel, SimulatedGPU, VirtualClock
 from zeus_core.exceptions import ZeusConfigError
+from zeus_core.testing._simulated_gpu import GpuBehavior, PhysicalModel, SimulatedGPU, VirtualClock
 
 __all__ = ["InstructionWork", "PipelineGpuModel", "SimulatedPipelineGPU", "PIPELINE_GPU_PRESETS"]
 

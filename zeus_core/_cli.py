@@ -18,13 +18,13 @@ __all__ = ["main"]
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "env": (
-        "zeus_core.device.env_report",
+        "zeus_core.device._cli_env",
         "show the GPUs and CPUs found, what they support, and what is missing and why",
     ),
-    "measure": ("zeus_core.monitor.commands", "run a command and report its time and energy per device"),
-    "power": ("zeus_core.monitor.power_command", "print live power per device until Ctrl-C"),
+    "measure": ("zeus_core.monitor._cli_measure", "run a command and report its time and energy per device"),
+    "power": ("zeus_core.monitor._cli_power", "print live power per device until Ctrl-C"),
     "metrics": (
-        "zeus_core.monitor.metrics_command",
+        "zeus_core.monitor._cli_metrics",
         "serve Prometheus /metrics (energy, power) read from the devices at each scrape",
     ),
     "plan": (

@@ -123,7 +123,7 @@ def report_dict(report: DeviceReport, check_by_writing: bool = False) -> dict[st
 
 
 def _simulated_a40(index: int) -> GPU:
-    from zeus_core.device.simulated import PhysicalModel, SimulatedGPU
+    from zeus_core.testing import PhysicalModel, SimulatedGPU
 
     return SimulatedGPU(PhysicalModel.a40(), index=index)
 

@@ -27,13 +27,13 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from zeus_core import console, distributed
 from zeus_core.callback import TrainingProtocol
-from zeus_core.device.simulated import PhysicalModel, SimulatedGPU
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.monitor.training import STAGES, TrainingTracker, check_tracker_args, metric_key, stage_key
+from zeus_core.testing import PhysicalModel, SimulatedGPU
+from zeus_core.training._tracker import STAGES, TrainingTracker, check_tracker_args, metric_key, stage_key
 
 if TYPE_CHECKING:
-    from zeus_core.optimizer.batch_size.trial_reporter import TrialReporter
+    from zeus_core.training._trial_reporter import TrialReporter
 
 __all__ = ["TrainingLifecycle", "LifecycleResults", "gpu_indices_of", "local_rank", "SIMULATABLE_GPUS"]
 
@@ -117,7 +117,7 @@ class TrainingLifecycle:
         simulate: A GPU model (``"a40"``, ``"a100"``, ``"h100"``) to simulate when no GPU is
             found; its figures are marked ``simulated``.
         trial_reporter: The batch-size trial of this run (see
-            :func:`~zeus_core.optimizer.batch_size.trial_reporter.trial_reporter`): started with the
+            :func:`~zeus_core.training._trial_reporter.trial_reporter`): started with the
             run, ended with it (abandoned when the run fails or is left open).
 
     Raises:
@@ -188,7 +188,7 @@ class TrainingLifecycle:
         rank = local_rank() if rank_on_machine is None else rank_on_machine
         cpu_indices: list[int] | None = None if rank == 0 else []  # one CPU/DRAM reader per machine
         if gpu_indices == []:  # training off-GPU: none, unless ZEUS_SUITE_SIMULATE asks for one
-            from zeus_core.device.simulated import simulated_stand_in
+            from zeus_core.testing._simulated_gpu import simulated_stand_in
 
             gpu_indices = simulated_stand_in()
         monitor = ZeusMonitor(gpu_indices=gpu_indices, cpu_indices=cpu_indices)

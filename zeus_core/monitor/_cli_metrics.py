@@ -18,7 +18,12 @@ import sys
 import time
 
 from zeus_core.exceptions import ZeusError
-from zeus_core.monitor.commands import StopRequested, add_device_arguments, select_devices, stop_on_signals
+from zeus_core.monitor._cli_measure import (
+    StopRequested,
+    add_device_arguments,
+    select_devices,
+    stop_on_signals,
+)
 
 __all__ = ["add_arguments", "run"]
 
