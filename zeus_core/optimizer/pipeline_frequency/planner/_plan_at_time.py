@@ -11,7 +11,7 @@ to the slowest option that fits), and it replays through the DAG like every othe
 
 Example:
     >>> from zeus_core.testing import physical_instruction_profile
-    >>> from zeus_core.optimizer.pipeline_frequency.schedule import interleaved_1f1b
+    >>> from zeus_core.optimizer.pipeline_frequency._schedule import interleaved_1f1b
     >>> plan = plan_at_time(interleaved_1f1b(2, 4, 2), physical_instruction_profile("a40", 2))
     >>> base = plan.metadata["baseline"]
     >>> plan.iteration_time_s <= base["iteration_time_s"] * (1 + 1e-9) and plan.energy_j < base["energy_j"]
@@ -25,13 +25,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zeus_core.optimizer.pipeline_frequency.blocking_power import resolve_blocking_power
-from zeus_core.optimizer.pipeline_frequency.cost_model import ExecutionOption, InstructionOptions
-from zeus_core.optimizer.pipeline_frequency.dag import PipelineDAG
-from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
-from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
-from zeus_core.optimizer.pipeline_frequency.refine import lp_plan, reclaim_slack, repair_to_time
-from zeus_core.optimizer.pipeline_frequency.schedule import PipelineSchedule
+from zeus_core.optimizer.pipeline_frequency._frequency_plan import FrequencyPlan
+from zeus_core.optimizer.pipeline_frequency._profile import InstructionProfile
+from zeus_core.optimizer.pipeline_frequency._schedule import PipelineSchedule
+from zeus_core.optimizer.pipeline_frequency.planner._blocking_power import resolve_blocking_power
+from zeus_core.optimizer.pipeline_frequency.planner._cost_model import ExecutionOption, InstructionOptions
+from zeus_core.optimizer.pipeline_frequency.planner._dag import PipelineDAG
+from zeus_core.optimizer.pipeline_frequency.planner._real_time import lp_plan, reclaim_slack, repair_to_time
 
 __all__ = ["PlanTiming", "plan_at_time", "replay_options"]
 
@@ -42,12 +42,12 @@ class PlanTiming:
 
     dag_s: float
     lp_s: float
-    refine_s: float
+    repair_s: float
 
     @property
     def total_s(self) -> float:
         """All of it, s."""
-        return self.dag_s + self.lp_s + self.refine_s
+        return self.dag_s + self.lp_s + self.repair_s
 
 
 def replay_options(
@@ -119,7 +119,7 @@ def plan_at_time(
         {
             "planner": {"method": "lp", "blocking_power_w": blocking, "blocking_power_source": source},
             "baseline": {"iteration_time_s": base_t, "energy_j": base_e},
-            "timing": {"dag_s": timing.dag_s, "lp_s": timing.lp_s, "refine_s": timing.refine_s},
+            "timing": {"dag_s": timing.dag_s, "lp_s": timing.lp_s, "repair_s": timing.repair_s},
         },
     )
 

@@ -14,7 +14,7 @@ A frequency controller asks :meth:`FrequencyPlan.stage_program` for its stage's 
 order, or :meth:`FrequencyPlan.frequency` for one instruction.
 
 Example:
-    >>> from zeus_core.optimizer.pipeline_frequency.schedule import synchronous_1f1b
+    >>> from zeus_core.optimizer.pipeline_frequency._schedule import synchronous_1f1b
     >>> sched = synchronous_1f1b(2, 2)
     >>> plan = FrequencyPlan.uniform(sched, 1410, label="max")
     >>> plan.frequency(1, "backward", 0)
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Collection, Mapping
 
 from zeus_core.exceptions import ZeusProfileError
-from zeus_core.optimizer.pipeline_frequency.schedule import (
+from zeus_core.optimizer.pipeline_frequency._schedule import (
     FULL_BACKWARD,
     Instruction,
     InstructionKind,

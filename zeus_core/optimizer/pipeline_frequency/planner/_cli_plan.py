@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from zeus_core.exceptions import ZeusError
 
 if TYPE_CHECKING:
-    from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
+    from zeus_core.optimizer.pipeline_frequency._profile import InstructionProfile
 
 __all__ = ["add_arguments", "run"]
 
@@ -122,9 +122,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from zeus_core.optimizer.pipeline_frequency.frontier import plan_frontier
-    from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
-    from zeus_core.optimizer.pipeline_frequency.schedule import make_schedule
+    from zeus_core.optimizer.pipeline_frequency._profile import InstructionProfile
+    from zeus_core.optimizer.pipeline_frequency._schedule import make_schedule
+    from zeus_core.optimizer.pipeline_frequency.planner._frontier import plan_frontier
 
     profile = InstructionProfile.from_csv(args.profile, simulated=args.simulated)
     blocking_w, blocking_source = _blocking_power(args, profile)
@@ -179,7 +179,7 @@ def _run(args: argparse.Namespace) -> int:
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     _print_summary(summary, out)
     if not args.no_plots:
-        from zeus_core.optimizer.pipeline_frequency.plots import plot_frontier, plot_timeline
+        from zeus_core.optimizer.pipeline_frequency.planner._plots import plot_frontier, plot_timeline
 
         choice = args.timeline or ("deadline" if "deadline" in plans else "zero-slowdown")
         if choice == "deadline" and "deadline" not in plans:
@@ -196,7 +196,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _blocking_power(args: argparse.Namespace, profile: "InstructionProfile") -> tuple[float, str]:
     """``--blocking-power``, else the value measured while profiling, else ``--gpu``'s idle power."""
-    from zeus_core.optimizer.pipeline_frequency.blocking_power import resolve_blocking_power
+    from zeus_core.optimizer.pipeline_frequency.planner._blocking_power import resolve_blocking_power
 
     return resolve_blocking_power(args.blocking_power, profile.blocking_power_w, args.gpu or profile.gpu_name)
 

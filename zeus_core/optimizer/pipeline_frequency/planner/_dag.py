@@ -7,7 +7,7 @@ plots and checks) and as integer arrays in topological order, grouped into topol
 so that longest paths over thousands of instructions take a few vectorised numpy calls per level.
 
 Example:
-    >>> from zeus_core.optimizer.pipeline_frequency.schedule import synchronous_1f1b
+    >>> from zeus_core.optimizer.pipeline_frequency._schedule import synchronous_1f1b
     >>> dag = PipelineDAG(synchronous_1f1b(2, 2))
     >>> dag.num_nodes, dag.graph.number_of_edges()
     (8, 10)
@@ -23,7 +23,7 @@ import networkx as nx  # type: ignore[import-untyped]
 import numpy as np
 
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.pipeline_frequency.schedule import Instruction, PipelineSchedule
+from zeus_core.optimizer.pipeline_frequency._schedule import Instruction, PipelineSchedule
 
 __all__ = ["PipelineDAG"]
 

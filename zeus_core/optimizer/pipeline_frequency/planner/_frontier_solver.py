@@ -49,8 +49,12 @@ from typing import Sequence
 import numpy as np
 
 from zeus_core.exceptions import ZeusError
-from zeus_core.optimizer.pipeline_frequency.dag import PipelineDAG
-from zeus_core.optimizer.pipeline_frequency.mincut import FlowBackend, ResidualGraph, default_backend
+from zeus_core.optimizer.pipeline_frequency.planner._dag import PipelineDAG
+from zeus_core.optimizer.pipeline_frequency.planner._max_flow import (
+    FlowBackend,
+    ResidualGraph,
+    default_backend,
+)
 
 __all__ = ["IntegerCostTable", "SolverStep", "SolverResult", "CutNetwork", "solve_frontier"]
 

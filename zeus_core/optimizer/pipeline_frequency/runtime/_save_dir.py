@@ -20,11 +20,15 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
-from zeus_core.optimizer.pipeline_frequency.observed_pipeline import RankInfo, check_clocks, gpu_names
-from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
-from zeus_core.optimizer.pipeline_frequency.plan_settings import PlanSettings
-from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
-from zeus_core.optimizer.pipeline_frequency.schedule import PipelineSchedule
+from zeus_core.optimizer.pipeline_frequency._frequency_plan import FrequencyPlan
+from zeus_core.optimizer.pipeline_frequency._profile import InstructionProfile
+from zeus_core.optimizer.pipeline_frequency._schedule import PipelineSchedule
+from zeus_core.optimizer.pipeline_frequency.runtime._observed_schedule import (
+    RankInfo,
+    check_clocks,
+    gpu_names,
+)
+from zeus_core.optimizer.pipeline_frequency.runtime._plan_target import PlanSettings
 
 __all__ = [
     "PROFILE_FILE",

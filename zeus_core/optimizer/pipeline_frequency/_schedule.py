@@ -448,7 +448,7 @@ def make_schedule(name: str, num_stages: int, num_microbatches: int, num_chunks:
     except KeyError:
         raise ZeusConfigError(
             f"Unknown pipeline schedule {name!r}; choose one of {sorted(SCHEDULES)} or register a "
-            "builder in zeus_core.optimizer.pipeline_frequency.schedule.SCHEDULES."
+            "builder in zeus_core.optimizer.pipeline_frequency._schedule.SCHEDULES."
         ) from None
     if key in _CHUNKED:
         return builder(num_stages, num_microbatches, num_chunks)

@@ -16,7 +16,7 @@ For one (stage, instruction type) the profile gives ``(frequency, time, energy)`
    ``a·exp(b·q) + c`` as in lowtime, which smooths measurement noise).
 
 Example:
-    >>> from zeus_core.optimizer.pipeline_frequency.profile import ProfileMeasurement as PM
+    >>> from zeus_core.optimizer.pipeline_frequency._profile import ProfileMeasurement as PM
     >>> opts = InstructionOptions([PM(1410, 0.010, 3.0), PM(1200, 0.011, 2.5), PM(900, 0.014, 2.4)],
     ...                           unit_time_s=0.001, blocking_power_w=0.0)
     >>> [o.quant_time for o in opts.options], opts.option_for_duration(12).frequency_mhz
@@ -39,7 +39,7 @@ from typing import Sequence
 import numpy as np
 
 from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
-from zeus_core.optimizer.pipeline_frequency.profile import ProfileMeasurement
+from zeus_core.optimizer.pipeline_frequency._profile import ProfileMeasurement
 
 __all__ = [
     "TimeRounding",

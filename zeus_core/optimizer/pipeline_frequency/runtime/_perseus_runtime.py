@@ -60,46 +60,36 @@ from zeus_core.callback import TrainingCallback
 from zeus_core.device.base import GPU
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceNotFoundError, ZeusError, ZeusProfileError
 from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.optimizer.pipeline_frequency.controller import ControlMode, FrequencyController
-from zeus_core.optimizer.pipeline_frequency.decisions import (
+from zeus_core.optimizer.pipeline_frequency._frequency_plan import FrequencyPlan
+from zeus_core.optimizer.pipeline_frequency._profile import InstructionProfile
+from zeus_core.optimizer.pipeline_frequency._schedule import InstructionKind
+from zeus_core.optimizer.pipeline_frequency.runtime._controller import ControlMode, FrequencyController
+from zeus_core.optimizer.pipeline_frequency.runtime._observed_schedule import (
+    RankInfo,
+    RankProfile,
+    schedule_of,
+)
+from zeus_core.optimizer.pipeline_frequency.runtime._phases import (
+    ApplyingPhase,
+    DiscoveryPhase,
+    ProfilingPhase,
+    RuntimePhase,
+)
+from zeus_core.optimizer.pipeline_frequency.runtime._plan_target import PlanSettings
+from zeus_core.optimizer.pipeline_frequency.runtime._profiler import (
+    FrequencySweep,
+    InstructionProfiler,
+    profiler_window_name,
+)
+from zeus_core.optimizer.pipeline_frequency.runtime._rank_zero_decisions import (
     Decision,
     decide_after_discovery,
     decide_after_profiling,
     describe_plan,
 )
-from zeus_core.optimizer.pipeline_frequency.observed_pipeline import RankInfo, RankProfile, schedule_of
-from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
-from zeus_core.optimizer.pipeline_frequency.plan_settings import PlanSettings, PlanTarget
-from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
-from zeus_core.optimizer.pipeline_frequency.profiler import (
-    FrequencySweep,
-    InstructionProfiler,
-    profiler_window_name,
-)
-from zeus_core.optimizer.pipeline_frequency.runtime_types import (
-    Applying,
-    Discovering,
-    InstructionListener,
-    InstructionRecord,
-    IterationRecord,
-    Profiling,
-    RuntimePhase,
-)
-from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind
+from zeus_core.optimizer.pipeline_frequency.runtime._records import InstructionRecord, IterationRecord
 
-__all__ = [
-    "PlanTarget",
-    "PlanSettings",
-    "Discovering",
-    "Profiling",
-    "Applying",
-    "RuntimePhase",
-    "InstructionListener",
-    "InstructionRecord",
-    "IterationRecord",
-    "PerseusRuntime",
-    "resolve_gpu",
-]
+__all__ = ["PerseusRuntime", "resolve_gpu"]
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +124,7 @@ class PerseusRuntime(TrainingCallback):
         Normally a hook from :mod:`zeus_integrations.pipeline` makes these calls::
 
             >>> from zeus_core.testing import PhysicalModel, SimulatedGPU
-            >>> from zeus_core.optimizer.pipeline_frequency.schedule import synchronous_1f1b
+            >>> from zeus_core.optimizer.pipeline_frequency._schedule import synchronous_1f1b
             >>> gpu = SimulatedGPU(PhysicalModel.a40(), busy=True)
             >>> plan = FrequencyPlan.uniform(synchronous_1f1b(1, 1), 1200)
             >>> runtime = PerseusRuntime(gpu, plan=plan)
@@ -180,7 +170,7 @@ class PerseusRuntime(TrainingCallback):
         self.stage: int | None = None
         self.num_stages: int | None = None
         self.schedule_name: str | None = None
-        self._phase: RuntimePhase = Discovering(warmup_iterations)
+        self._phase: RuntimePhase = DiscoveryPhase(warmup_iterations)
         self._gpu: GPU | None = None
         self._monitor: ZeusMonitor | None = None
         self._controller: FrequencyController | None = None
@@ -234,13 +224,13 @@ class PerseusRuntime(TrainingCallback):
 
     @property
     def phase(self) -> RuntimePhase:
-        """The current phase (:class:`Discovering`, :class:`Profiling` or :class:`Applying`)."""
+        """The current phase (:class:`DiscoveryPhase`, :class:`ProfilingPhase` or :class:`ApplyingPhase`)."""
         return self._phase
 
     @property
     def plan(self) -> FrequencyPlan | None:
         """The plan being applied, or ``None`` before it exists."""
-        return self._phase.plan if isinstance(self._phase, Applying) else None
+        return self._phase.plan if isinstance(self._phase, ApplyingPhase) else None
 
     @property
     def controller(self) -> FrequencyController | None:
@@ -285,7 +275,7 @@ class PerseusRuntime(TrainingCallback):
     def _warn_unfinished(self) -> None:
         """Training ends before a plan: say so once, and keep this rank's partial profile."""
         phase = self._phase
-        if self._unfinished_warned or self._iteration == 0 or isinstance(phase, Applying):
+        if self._unfinished_warned or self._iteration == 0 or isinstance(phase, ApplyingPhase):
             return
         self._unfinished_warned = True
         profiler, saved = self._profiler, ""
@@ -353,14 +343,14 @@ class PerseusRuntime(TrainingCallback):
         self._in_iteration = True
         self._records, self._counts, self._open = [], {}, None
         phase = self._phase
-        if isinstance(phase, Profiling):
+        if isinstance(phase, ProfilingPhase):
             mhz = self._sweep_mhz[phase.index] if phase.measuring else self._sweep_mhz[0]
             self._controller.request(mhz, tag="profile")
             if not self._controller.wait():
                 logger.warning("GPU %s did not reach %d MHz in time; profiling anyway.", self.stage, mhz)
             if phase.measuring:
                 self._profiler_for().begin_iteration(mhz)
-        elif isinstance(phase, Applying) and self._program:
+        elif isinstance(phase, ApplyingPhase) and self._program:
             self._controller.request(self._program[0][3], tag="prefetch")
         if _ITERATION_WINDOW in self._monitor.open_windows:
             self._monitor.end_window(_ITERATION_WINDOW, cancel=True)
@@ -391,7 +381,7 @@ class PerseusRuntime(TrainingCallback):
             return
         m = self._monitor.end_window(_ITERATION_WINDOW)
         phase = self._phase
-        if isinstance(phase, Profiling) and phase.measuring and profiler is not None:
+        if isinstance(phase, ProfilingPhase) and phase.measuring and profiler is not None:
             profiler.end_iteration()
         self.iterations.append(
             IterationRecord(
@@ -399,7 +389,7 @@ class PerseusRuntime(TrainingCallback):
             )
         )
         self._iteration += 1
-        if isinstance(phase, Applying):
+        if isinstance(phase, ApplyingPhase):
             self._controller.request(self._max_mhz(), tag="between-iterations")
             self._check_shape()
             return
@@ -432,11 +422,11 @@ class PerseusRuntime(TrainingCallback):
         self._open = (kind, mb)
         phase = self._phase
         mhz: int | None = None
-        if isinstance(phase, Applying):
+        if isinstance(phase, ApplyingPhase):
             mhz = self._planned(kind, mb, v)
             assert self._controller is not None
             self._controller.request(mhz, tag=f"stage{self.stage}:{kind.letter}{mb}v{v}")
-        elif isinstance(phase, Profiling):
+        elif isinstance(phase, ProfilingPhase):
             mhz = self._sweep_mhz[phase.index] if phase.measuring else self._sweep_mhz[0]
             if phase.measuring:
                 self._profiler_for().begin_instruction(kind, mb)
@@ -451,13 +441,13 @@ class PerseusRuntime(TrainingCallback):
         kind, mb = self._open
         self._open = None
         phase = self._phase
-        if isinstance(phase, Profiling) and phase.measuring:
+        if isinstance(phase, ProfilingPhase) and phase.measuring:
             profiler = self._profiler_for()
             if failed:
                 profiler.cancel_instruction()
             else:
                 profiler.end_instruction(kind, mb)
-        elif isinstance(phase, Applying) and not failed:
+        elif isinstance(phase, ApplyingPhase) and not failed:
             nxt = len(self._records)
             if nxt < len(self._program):  # request the next instruction's clock during the gap
                 assert self._controller is not None
@@ -510,7 +500,7 @@ class PerseusRuntime(TrainingCallback):
                 f"where the plan has {len(planned)} (the microbatch count changed?); running at the highest "
                 "clocks and planning again for the new shape."
             )
-        self._phase = Discovering(1)
+        self._phase = DiscoveryPhase(1)
         self._program, self._lookup = [], {}
 
     def _planned(self, kind: InstructionKind, mb: int, virtual_stage: int) -> int:
@@ -536,20 +526,20 @@ class PerseusRuntime(TrainingCallback):
     def _advance(self, phase: RuntimePhase) -> None:
         """The only place phases change (after an iteration, on every rank together)."""
         match phase:
-            case Discovering(remaining=r) if r > 1:
-                self._phase = Discovering(r - 1)
-            case Discovering():
+            case DiscoveryPhase(remaining=r) if r > 1:
+                self._phase = DiscoveryPhase(r - 1)
+            case DiscoveryPhase():
                 self._after_discovery()
-            case Profiling(index=i, iteration=it, measuring=meas):
+            case ProfilingPhase(index=i, iteration=it, measuring=meas):
                 if it + 1 < self.sweep.iterations_per_frequency:
-                    self._phase = Profiling(i, it + 1, meas)
+                    self._phase = ProfilingPhase(i, it + 1, meas)
                     return
                 local = meas and self._extend_sweep(i)
                 if distributed.all_reduce([float(local)], "max")[0] > 0:
-                    self._phase = Profiling(i + 1 if local else i, 0, local)
+                    self._phase = ProfilingPhase(i + 1 if local else i, 0, local)
                 else:
                     self._after_profiling()
-            case Applying():
+            case ApplyingPhase():
                 pass
 
     def _extend_sweep(self, index: int) -> bool:
@@ -625,7 +615,7 @@ class PerseusRuntime(TrainingCallback):
             self._profiler = None  # a fresh profile for the pipeline as it is now
             log = logger.info if distributed.is_rank_zero() else logger.debug
             log("Stage %s: profiling %d clocks %s MHz.", self.stage, len(self._sweep_mhz), self._sweep_mhz)
-            self._phase = Profiling(0, 0)
+            self._phase = ProfilingPhase(0, 0)
             return
         plan = FrequencyPlan.from_dict(decision.plan, source="broadcast plan")
         if decision.profile_csv:
@@ -637,7 +627,7 @@ class PerseusRuntime(TrainingCallback):
             for inst, mhz in plan.stage_program(schedule, stage)
         ]
         self._lookup = {(k, m, v): f for k, m, v, f in self._program}
-        self._phase = Applying(plan)
+        self._phase = ApplyingPhase(plan)
         if distributed.is_rank_zero():
             logger.info(
                 "Perseus plan %r (%s): %s%s\n%s",

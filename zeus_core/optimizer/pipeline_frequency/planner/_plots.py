@@ -23,9 +23,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from zeus_core.optimizer.pipeline_frequency.frontier import Frontier
-from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
-from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind
+from zeus_core.optimizer.pipeline_frequency._frequency_plan import FrequencyPlan
+from zeus_core.optimizer.pipeline_frequency._schedule import InstructionKind
+from zeus_core.optimizer.pipeline_frequency.planner._frontier import Frontier
 
 __all__ = ["plot_frontier", "plot_timeline"]
 

@@ -35,10 +35,10 @@ from typing import Sequence
 import numpy as np
 
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.pipeline_frequency.cost_model import ExecutionOption
-from zeus_core.optimizer.pipeline_frequency.dag import PipelineDAG
-from zeus_core.optimizer.pipeline_frequency.mincut import FlowBackend
-from zeus_core.optimizer.pipeline_frequency.solver import CutNetwork
+from zeus_core.optimizer.pipeline_frequency.planner._cost_model import ExecutionOption
+from zeus_core.optimizer.pipeline_frequency.planner._dag import PipelineDAG
+from zeus_core.optimizer.pipeline_frequency.planner._frontier_solver import CutNetwork
+from zeus_core.optimizer.pipeline_frequency.planner._max_flow import FlowBackend
 
 __all__ = ["lp_plan", "reclaim_slack", "repair_to_time"]
 

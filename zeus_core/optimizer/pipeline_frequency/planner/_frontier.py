@@ -41,26 +41,26 @@ from typing import Any
 import numpy as np
 
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.pipeline_frequency.blocking_power import resolve_blocking_power
-from zeus_core.optimizer.pipeline_frequency.cost_model import (
+from zeus_core.optimizer.pipeline_frequency._frequency_plan import FrequencyPlan
+from zeus_core.optimizer.pipeline_frequency._profile import InstructionProfile
+from zeus_core.optimizer.pipeline_frequency._schedule import InstructionKind, PipelineSchedule
+from zeus_core.optimizer.pipeline_frequency.planner._blocking_power import resolve_blocking_power
+from zeus_core.optimizer.pipeline_frequency.planner._cost_model import (
     COST_MODELS,
     CostModel,
     ExecutionOption,
     InstructionOptions,
     TimeRounding,
 )
-from zeus_core.optimizer.pipeline_frequency.dag import PipelineDAG
-from zeus_core.optimizer.pipeline_frequency.mincut import FlowBackend
-from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
-from zeus_core.optimizer.pipeline_frequency.point_plan import replay_options
-from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
-from zeus_core.optimizer.pipeline_frequency.refine import lp_plan, reclaim_slack, repair_to_time
-from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind, PipelineSchedule
-from zeus_core.optimizer.pipeline_frequency.solver import (
+from zeus_core.optimizer.pipeline_frequency.planner._dag import PipelineDAG
+from zeus_core.optimizer.pipeline_frequency.planner._frontier_solver import (
     IntegerCostTable,
     SolverResult,
     solve_frontier,
 )
+from zeus_core.optimizer.pipeline_frequency.planner._max_flow import FlowBackend
+from zeus_core.optimizer.pipeline_frequency.planner._plan_at_time import replay_options
+from zeus_core.optimizer.pipeline_frequency.planner._real_time import lp_plan, reclaim_slack, repair_to_time
 
 __all__ = ["Replay", "Frontier", "plan_frontier"]
 
@@ -371,7 +371,7 @@ class Frontier:
             return copy.deepcopy(self._plan_cache[key])
         limit = time_s * (1 + _TIME_RTOL)
         ladders = self._ladders()
-        use_lp = bool(self.settings.get("refine_lp", True)) and importlib.util.find_spec("scipy") is not None
+        use_lp = bool(self.settings.get("use_lp", True)) and importlib.util.find_spec("scipy") is not None
         candidates = []
         best = self._best_point_within(limit)
         index = len(self) - 1 if best is None else best

@@ -33,8 +33,8 @@ from typing import Mapping, Sequence
 
 from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
 from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
-from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind
+from zeus_core.optimizer.pipeline_frequency._profile import InstructionProfile
+from zeus_core.optimizer.pipeline_frequency._schedule import InstructionKind
 
 __all__ = ["FrequencySweep", "InstructionMeasurement", "InstructionProfiler", "profiler_window_name"]
 

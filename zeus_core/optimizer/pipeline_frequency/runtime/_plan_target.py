@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass
 
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
+from zeus_core.optimizer.pipeline_frequency._profile import InstructionProfile
 
 __all__ = ["PlanTarget", "PlanSettings", "auto_unit_time"]
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from zeus_core.exceptions import ZeusProfileError
-from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind, PipelineSchedule
+from zeus_core.optimizer.pipeline_frequency._schedule import InstructionKind, PipelineSchedule
 
 __all__ = ["ProfileMeasurement", "InstructionProfile", "PROFILE_CSV_HEADER"]
 

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.pipeline_frequency.controller import ControlMode
-from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
-from zeus_core.optimizer.pipeline_frequency.schedule import (
+from zeus_core.optimizer.pipeline_frequency._frequency_plan import FrequencyPlan
+from zeus_core.optimizer.pipeline_frequency._schedule import (
     FULL_BACKWARD,
     SCHEDULES,
     SPLIT_BACKWARD,
@@ -26,6 +25,7 @@ from zeus_core.optimizer.pipeline_frequency.schedule import (
     interleaved_1f1b,
     make_schedule,
 )
+from zeus_core.optimizer.pipeline_frequency.runtime._controller import ControlMode
 
 __all__ = [
     "RankInfo",
