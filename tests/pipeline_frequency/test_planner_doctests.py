@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import inspect
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,15 @@ def test_example_support_docstring_examples_run(name: str, monkeypatch: pytest.M
     monkeypatch.syspath_prepend(str(Path(REPO_ROOT) / "examples"))  # as when an example runs
     module = importlib.import_module(f"_support.{name}")
     assert doctest.testmod(module, optionflags=doctest.ELLIPSIS).failed == 0
+
+
+@pytest.mark.parametrize("face", [P, f"{P}.planner", f"{P}.runtime"])
+def test_every_public_class_and_function_has_an_example(face: str) -> None:
+    module = importlib.import_module(face)
+    missing = [
+        name
+        for name in module.__all__
+        if inspect.isclass(obj := getattr(module, name)) or inspect.isfunction(obj)
+        if "Example" not in (inspect.getdoc(obj) or "")
+    ]
+    assert not missing, f"{face}: add an Example to the docstrings of {missing}"

@@ -235,3 +235,16 @@ def test_planning_imports_neither_matplotlib_nor_torch() -> None:
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("face", "absent"),
+    [
+        ("zeus_core.optimizer.pipeline_frequency", ("numpy", "scipy", "matplotlib", "torch")),
+        ("zeus_core.optimizer.pipeline_frequency.planner", ("scipy", "matplotlib", "torch")),
+        ("zeus_core.optimizer.pipeline_frequency.runtime", ("scipy", "matplotlib", "torch")),
+    ],
+)
+def test_importing_a_face_stays_light(face: str, absent: tuple[str, ...]) -> None:
+    code = f"import sys, {face}\nbad = [m for m in {absent!r} if m in sys.modules]\nassert not bad, bad\n"
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

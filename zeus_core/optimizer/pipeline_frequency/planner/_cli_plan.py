@@ -1,27 +1,11 @@
 """``zeus-suite plan``: plan Perseus GPU frequencies for one pipeline-parallel iteration.
 
-Reads an instruction profile CSV (``stage,instruction,frequency,time,energy``), plans the
-time–energy frontier, prints a summary, and writes into ``--out``:
-
-* ``frontier.csv``: every frontier point (time s, energy J, Pareto flag);
-* ``plan_zero_slowdown.json``, ``plan_least_energy.json``, ``plan_max_frequency.json`` and, with
-  ``--deadline``, ``plan_deadline.json``: :class:`~.plan.FrequencyPlan` files;
-* ``pareto_plans.jsonl`` with ``--all-plans``: the plan of every Pareto-optimal point;
-* ``summary.json``: the printed numbers;
-* ``frontier.png`` and ``timeline.png`` (the plan chosen by ``--timeline``, coloured by clock),
-  unless ``--no-plots``.
+Reads a profile CSV, plans the frontier, prints a summary and writes the frontier, the plans, a
+summary and two plots into ``--out`` (the files and options: docs/optimizers/perseus.md,
+"zeus-suite plan").
 
 Example:
     zeus-suite plan --profile prof.csv --stages 4 --microbatches 8 --gpu a100 --deadline 0.8
-
-Blocking power (what an idle GPU draws, charged for every GPU-second not spent computing) is
-never silently 0 W: it is ``--blocking-power``, else the value PerseusRuntime measured (in the
-``.json`` beside the CSV), else the documented idle power of ``--gpu``; otherwise the command
-stops and says so (:mod:`.blocking_power`).
-
-``frontier.csv`` lists every frontier point with its *real* iteration time and energy (the
-point's clocks replayed through the DAG with their measured durations), next to the quantised
-time the solver worked on.
 """
 
 from __future__ import annotations

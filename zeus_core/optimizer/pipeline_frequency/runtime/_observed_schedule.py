@@ -1,10 +1,6 @@
 """The pipeline as the ranks saw it: what each rank reports, and the schedule rank 0 builds from it.
 
-Every rank of a :class:`~.runtime.PerseusRuntime` sends rank 0 a :class:`RankInfo` after its
-discovery iteration (stage, GPU, clocks, the instructions it ran) and a :class:`RankProfile`
-after profiling. Rank 0 turns the infos into the :class:`~.schedule.PipelineSchedule` *as
-observed* (:func:`schedule_of`) and checks plans against the GPUs' clocks. All plain, picklable
-data, so the runtime's collectives carry nothing else.
+Plain, picklable data, so the runtime's collectives carry nothing else.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
-"""Rank 0's decisions for :class:`~.runtime.PerseusRuntime`: reuse, re-plan, profile, or plan.
+"""Rank 0's decisions for ``PerseusRuntime``: reuse a plan, plan from a profile, or profile.
 
-Plain data in (:class:`~.observed_pipeline.RankInfo`, :class:`~.observed_pipeline.RankProfile`),
-a :class:`Decision` out, which rank 0 broadcasts. Any failure on rank 0 becomes a
-:class:`Decision` with an ``error`` that every rank raises, so no rank waits forever in a
-collective. What the user should know (a file set aside, a plan that no longer fits and is
-re-planned) travels as ``notes``, shown once on rank zero.
-
-After discovery (:func:`decide_after_discovery`), in this order: a given plan that fits the
-observed pipeline; a saved plan for this shape and target; a plan made from the saved (or
-in-memory) profile; the highest clocks in measure mode; otherwise profiling. A given or saved
-plan that does not fit (another microbatch count, instruction order, GPUs; a corrupt file) is
-not an error: it is reported and the next option is taken.
+Plain data in, a :class:`Decision` out, which rank 0 broadcasts; a failure on rank 0 becomes a
+decision every rank raises, so no rank waits forever in a collective. The order of the options:
+docs/optimizers/perseus.md ("Phases").
 """
 
 from __future__ import annotations
