@@ -35,12 +35,12 @@ from pathlib import Path
 
 from zeus_core.optimizer.pipeline_frequency import (
     FrequencyPlan,
+    Frontier,
     InstructionKind,
     InstructionProfile,
     plan_frontier,
     synchronous_1f1b,
 )
-from zeus_core.optimizer.pipeline_frequency.frontier import Frontier
 from zeus_core.testing import PHYSICAL_GPUS, physical_instruction_profile
 
 FULL_SIZES = [(4, 8), (4, 16), (8, 16), (8, 32), (16, 64)]
@@ -290,7 +290,7 @@ def run_benchmark(
             lt_note = f", lowtime {row['lt_s']:.2f} s" if "lt_s" in row else ""
             print(f"  done {gpu} {s}x{m}: ours {row['ours_s']:.2f} s{lt_note}", flush=True)
             if plots:
-                from zeus_core.optimizer.pipeline_frequency.plots import plot_frontier, plot_timeline
+                from zeus_core.optimizer.pipeline_frequency import plot_frontier, plot_timeline
 
                 fr = row["frontier"]
                 plot_frontier(fr, plots / f"frontier_{gpu}_{s}x{m}.png")

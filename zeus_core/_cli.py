@@ -28,7 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "serve Prometheus /metrics (energy, power) read from the devices at each scrape",
     ),
     "plan": (
-        "zeus_core.optimizer.pipeline_frequency.cli",
+        "zeus_core.optimizer.pipeline_frequency.planner._cli_plan",
         "plan Perseus GPU frequencies for a pipeline-parallel iteration",
     ),
     "bso-server": ("zeus_core.optimizer.batch_size.server_cli", "run the batch-size optimizer service"),

@@ -84,7 +84,7 @@ def plo_mode(mode: str) -> None:
 
 def perseus_nvml() -> None:
     from zeus_core.device.nvidia import nvidia_gpus
-    from zeus_core.optimizer.pipeline_frequency.controller import FrequencyController
+    from zeus_core.optimizer.pipeline_frequency import FrequencyController
 
     fake = install_from_env()
     ctl = FrequencyController(nvidia_gpus(environ={})[0])
@@ -97,7 +97,7 @@ def perseus_nvml() -> None:
 
 
 def perseus_sim(log: str) -> None:
-    from zeus_core.optimizer.pipeline_frequency.controller import FrequencyController
+    from zeus_core.optimizer.pipeline_frequency import FrequencyController
     from zeus_core.testing import PhysicalModel, SimulatedGPU
 
     class LoggedGPU(SimulatedGPU):

@@ -15,7 +15,7 @@ from zeus_core import Setting, SettingsGuard, console
 from zeus_core.device.nvidia import nvidia_gpus
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.optimizer.pipeline_frequency.controller import FrequencyController
+from zeus_core.optimizer.pipeline_frequency import FrequencyController
 from zeus_core.optimizer.power_limit import Energy, GlobalPowerLimitOptimizer
 from zeus_core.settings import DirectAccess, GPUSettings, get_access, set_access
 from zeus_core.testing import PhysicalModel, SimulatedGPU, simulate_steps

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile, ProfileMeasurement
-from zeus_core.optimizer.pipeline_frequency.schedule import SPLIT_BACKWARD, InstructionKind
+from zeus_core.optimizer.pipeline_frequency._profile import InstructionProfile, ProfileMeasurement
+from zeus_core.optimizer.pipeline_frequency._schedule import SPLIT_BACKWARD, InstructionKind
 from zeus_core.testing._simulated_gpu import PhysicalModel
 
 __all__ = ["PhysicalGpuSpec", "PHYSICAL_GPUS", "stage_weights", "physical_instruction_profile"]

@@ -1,19 +1,7 @@
 """PNG plots of a planned frontier and of a plan's pipeline timeline.
 
-matplotlib is imported only when a plot is drawn, and only its object-oriented API with the Agg
-canvas is used (no ``pyplot``, no global backend switch), so plotting works headless and leaves
-an interactive session's backend alone.
-
-Example:
-    >>> from zeus_core.optimizer.pipeline_frequency import plan_frontier, synchronous_1f1b
-    >>> from zeus_core.testing import physical_instruction_profile
-    >>> import tempfile, pathlib
-    >>> fr = plan_frontier(synchronous_1f1b(2, 3), physical_instruction_profile("a40", 2))
-    >>> out = pathlib.Path(tempfile.mkdtemp())
-    >>> plot_frontier(fr, out / "frontier.png").stat().st_size > 0
-    True
-    >>> plot_timeline(fr, fr.zero_slowdown_plan(), out / "timeline.png").exists()
-    True
+matplotlib is imported only when a plot is drawn, through its object-oriented API on the Agg
+canvas (no ``pyplot``, no global backend switch), so plotting works headless.
 """
 
 from __future__ import annotations
@@ -23,9 +11,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from zeus_core.optimizer.pipeline_frequency.frontier import Frontier
-from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
-from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind
+from zeus_core.optimizer.pipeline_frequency._frequency_plan import FrequencyPlan
+from zeus_core.optimizer.pipeline_frequency._schedule import InstructionKind
+from zeus_core.optimizer.pipeline_frequency.planner._frontier import Frontier
 
 __all__ = ["plot_frontier", "plot_timeline"]
 
@@ -68,6 +56,17 @@ def plot_frontier(
 
     Returns:
         ``path``.
+
+    Raises:
+        ModuleNotFoundError: matplotlib is missing (``pip install 'zeus-suite[plot]'``).
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> from zeus_core.optimizer.pipeline_frequency import plan_frontier, synchronous_1f1b
+        >>> from zeus_core.testing import physical_instruction_profile
+        >>> fr = plan_frontier(synchronous_1f1b(2, 3), physical_instruction_profile("a40", 2))
+        >>> plot_frontier(fr, pathlib.Path(tempfile.mkdtemp()) / "frontier.png").stat().st_size > 0
+        True
     """
     fig = _figure(7.0, 4.5)
     ax = fig.add_subplot()
@@ -120,6 +119,19 @@ def plot_timeline(
 
     Returns:
         ``path``.
+
+    Raises:
+        ModuleNotFoundError: matplotlib is missing (``pip install 'zeus-suite[plot]'``).
+        ZeusProfileError: The plan uses a clock the profile has no measurement for.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> from zeus_core.optimizer.pipeline_frequency import plan_frontier, synchronous_1f1b
+        >>> from zeus_core.testing import physical_instruction_profile
+        >>> fr = plan_frontier(synchronous_1f1b(2, 3), physical_instruction_profile("a40", 2))
+        >>> out = pathlib.Path(tempfile.mkdtemp()) / "timeline.png"
+        >>> plot_timeline(fr, fr.zero_slowdown_plan(), out).exists()
+        True
     """
     chosen = frontier.measured_options(plan)
     times = np.array([o.time_s for o in chosen])

@@ -1,9 +1,4 @@
-"""What :class:`~.runtime.PerseusRuntime` plans for: the frontier point, and the planner's settings.
-
-Example:
-    >>> PlanSettings(deadline_s=0.35).label
-    'deadline-0.35s'
-"""
+"""What ``PerseusRuntime`` plans for: the frontier point, and the planner's settings."""
 
 from __future__ import annotations
 
@@ -11,7 +6,7 @@ import enum
 from dataclasses import dataclass
 
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
+from zeus_core.optimizer.pipeline_frequency._profile import InstructionProfile
 
 __all__ = ["PlanTarget", "PlanSettings", "auto_unit_time"]
 
@@ -23,6 +18,10 @@ class PlanTarget(str, enum.Enum):
         ZERO_SLOWDOWN: Least energy with no slowdown versus the highest clocks (Perseus's default).
         LEAST_ENERGY: Least energy at any iteration time.
         DEADLINE: Least energy for an iteration of ``deadline_s`` (a deadline, or a straggler's time).
+
+    Example:
+        >>> PlanTarget("least-energy") is PlanTarget.LEAST_ENERGY
+        True
     """
 
     ZERO_SLOWDOWN = "zero-slowdown"
@@ -41,10 +40,16 @@ class PlanSettings:
             profiled instruction where that is shorter.
         blocking_power_w: GPU power while blocked on communication, W; ``None``: measured while
             profiling (rank average), else the GPUs' idle power (a simulated GPU's model, or the
-            documented figure of :mod:`.blocking_power`), never a silent 0 W.
+            documented figure), never a silent 0 W.
 
     Raises:
         ZeusConfigError: Unknown target, a deadline target without ``deadline_s``, or a bad value.
+
+    Example:
+        >>> PlanSettings(deadline_s=0.35).label
+        'deadline-0.35s'
+        >>> PlanSettings().target
+        <PlanTarget.ZERO_SLOWDOWN: 'zero-slowdown'>
     """
 
     target: PlanTarget | str = PlanTarget.ZERO_SLOWDOWN
@@ -84,6 +89,10 @@ class PlanSettings:
 
 
 def auto_unit_time(profile: InstructionProfile) -> float:
-    """The planner's time quantum for ``profile``: 1 ms, or 1/20 of its shortest instruction, s."""
+    """The planner's time quantum for ``profile``: 1 ms, or 1/20 of its shortest instruction, s.
+
+    Args:
+        profile: The profile to plan from.
+    """
     shortest = min(m.time_s for key in profile.keys() for m in profile.get(*key))
     return min(1e-3, shortest / 20)

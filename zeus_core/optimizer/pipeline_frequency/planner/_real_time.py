@@ -1,19 +1,8 @@
 """Plans for one target iteration time, in real (not quantised) time.
 
-The frontier is planned on a time grid (``unit_time_s``). For the plans that must meet a real
-time (zero slowdown, a deadline, a straggler's time) two exact-in-time tools refine the choice:
-
-* :func:`lp_plan` solves only the point asked for: a linear program over real durations with each
-  instruction's cost the lower convex hull of its (time, effective energy) options, the longest
-  path bounded by the target (scipy's HiGHS). Each instruction then takes its slowest option no
-  longer than its LP duration, so every path, and the iteration, meets the target.
-* :func:`repair_to_time` speeds a plan up, at the least cost per round (a min cut of the late
-  paths), until its real time meets the target; for plans whose quantised time fit but whose
-  real time does not.
-* :func:`reclaim_slack` gives every instruction the slowest option that still fits: with start
-  times as early as possible, it walks the DAG backwards from the target and lets each
-  instruction end as late as its successors allow. Options only get slower, so effective energy
-  only falls, and the result still meets the target.
+The real-time LP, slack reclaiming and the min-cut repair that make zero-slowdown, deadline and
+straggler plans meet their time exactly (docs/optimizers/perseus.md, "Plans on the frontier, in
+real time").
 
 Example:
     >>> from zeus_core.optimizer.pipeline_frequency import plan_frontier, synchronous_1f1b
@@ -35,10 +24,10 @@ from typing import Sequence
 import numpy as np
 
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.pipeline_frequency.cost_model import ExecutionOption
-from zeus_core.optimizer.pipeline_frequency.dag import PipelineDAG
-from zeus_core.optimizer.pipeline_frequency.mincut import FlowBackend
-from zeus_core.optimizer.pipeline_frequency.solver import CutNetwork
+from zeus_core.optimizer.pipeline_frequency.planner._cost_model import ExecutionOption
+from zeus_core.optimizer.pipeline_frequency.planner._dag import PipelineDAG
+from zeus_core.optimizer.pipeline_frequency.planner._frontier_solver import CutNetwork
+from zeus_core.optimizer.pipeline_frequency.planner._max_flow import FlowBackend
 
 __all__ = ["lp_plan", "reclaim_slack", "repair_to_time"]
 
@@ -208,7 +197,7 @@ def repair_to_time(
         ladders: Per instruction, its Pareto options, slowest first.
         chosen: Current option per instruction.
         time_s: Target iteration time, s.
-        backend: Max-flow back end (see :mod:`.mincut`).
+        backend: Max-flow back end (``"scipy"`` or ``"networkx"``; default: scipy if installed).
 
     Returns:
         The repaired options and how many single-option moves were made.

@@ -1,19 +1,11 @@
 """CPU shims that let DeepSpeed and Megatron-core pipelines run without a GPU (examples, tests, CI).
 
-Neither framework's pipeline runs on a CPU-only torch out of the box. These functions patch the
-few CUDA assumptions in *this process only*; call them before the framework initialises. They
-change nothing on a machine where CUDA is available, so an example that calls them still runs
-unchanged on GPUs. Never needed for ``torch.distributed.pipelining``, which runs on CPU as is.
-
-* :func:`deepspeed_on_cpu`: selects DeepSpeed's CPU accelerator (``DS_ACCELERATOR=cpu``, no op
-  builds) and skips the JIT build of its shared-memory communication op, which ``TorchBackend``
-  would otherwise compile with ninja for minutes (collectives then use plain gloo).
-* :func:`megatron_on_cpu`: Megatron-core's schedules allocate ``torch.zeros(..., device="cuda")``
-  buffers, call ``torch.cuda.current_device()`` / ``torch.cuda.synchronize()`` and (up to 0.9)
-  ``Tensor.cuda()``; the shim maps those to the CPU.
+Support code of the examples, deliberately outside the installed packages: it patches torch in
+*this process*. Call a shim before the framework initialises; on a machine with CUDA it does
+nothing, so the examples run unchanged on GPUs. ``torch.distributed.pipelining`` needs none.
 
 Example:
-    >>> from zeus_integrations.pipeline import cpu_shims
+    >>> from _support import cpu_shims
     >>> cpu_shims.megatron_on_cpu()   # before parallel_state.initialize_model_parallel(...)  # doctest: +SKIP
     True
 """
@@ -32,7 +24,9 @@ __all__ = ["deepspeed_on_cpu", "megatron_on_cpu"]
 def deepspeed_on_cpu() -> bool:
     """Prepare DeepSpeed for a CPU-only run; returns ``True`` if anything was patched.
 
-    Call before ``deepspeed.init_distributed(dist_backend="gloo")``.
+    Selects DeepSpeed's CPU accelerator without op builds, and skips the JIT build of its
+    shared-memory communication op (minutes of ninja; collectives then use plain gloo). Call
+    before ``deepspeed.init_distributed(dist_backend="gloo")``.
     """
     if torch.cuda.is_available():
         return False
@@ -48,7 +42,9 @@ def deepspeed_on_cpu() -> bool:
 def megatron_on_cpu() -> bool:
     """Map Megatron-core's CUDA buffers and syncs to the CPU; returns ``True`` if anything was patched.
 
-    Call before ``megatron.core.parallel_state.initialize_model_parallel``. Idempotent.
+    Its schedules allocate ``torch.zeros(..., device="cuda")``, call ``torch.cuda.current_device()``
+    and ``torch.cuda.synchronize()`` and (up to 0.9) ``Tensor.cuda()``; all of these are redirected
+    to the CPU. Call before ``megatron.core.parallel_state.initialize_model_parallel``. Idempotent.
     """
     if torch.cuda.is_available() or getattr(torch.zeros, "_zeus_cpu_shim", False):
         return False

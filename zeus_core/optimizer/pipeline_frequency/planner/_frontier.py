@@ -1,31 +1,7 @@
-"""The Perseus planner: iteration time–energy frontier of a pipeline and the plans on it.
+"""The Perseus planner: the iteration time–energy frontier of a pipeline, and the plans on it.
 
-:func:`plan_frontier` turns a schedule and an instruction profile into a :class:`Frontier`: for
-every iteration time (in ``unit_time_s`` quanta) from the all-slowest plan down to the shortest
-time, the least-energy per-instruction clocks (Phillips–Dessouky min cuts; see :mod:`.solver`).
-Helpers pick the plans Perseus uses:
-
-* :meth:`Frontier.zero_slowdown_plan`: the least energy at the shortest iteration time (no
-  slowdown versus running every instruction at the highest clock; removes intrinsic bloat);
-* :meth:`Frontier.plan_for_time`: the plan for an iteration that may take ``time_s`` (a deadline,
-  or the iteration time of a straggling pipeline: extrinsic bloat);
-* :meth:`Frontier.least_energy_plan`: the least total energy at any iteration time.
-
-Energies (J) count every GPU of the pipeline over the whole iteration: each instruction's energy
-plus ``blocking_power_w`` for the time each GPU is not computing. Predictions of a chosen plan are
-*replayed* in real (not quantised) time through the DAG. Plans for a target time are refined in
-real time (:mod:`.refine`: the LP at exactly that time, slack reclaiming, and a min-cut repair if
-quantisation left a plan too long), so ``zero_slowdown_plan()`` is never slower than the
-all-maximum-clock plan.
-
-Example:
-    >>> from zeus_core.optimizer.pipeline_frequency import synchronous_1f1b
-    >>> from zeus_core.testing import physical_instruction_profile
-    >>> frontier = plan_frontier(synchronous_1f1b(2, 4), physical_instruction_profile("a100", 2),
-    ...                          blocking_power_w=80.0)
-    >>> fast, base = frontier.zero_slowdown_plan(), frontier.max_frequency_plan()
-    >>> fast.iteration_time_s <= base.iteration_time_s and fast.energy_j < base.energy_j
-    True
+How the frontier is solved and how plans for a target time are made in real time:
+docs/optimizers/perseus.md ("Planning").
 """
 
 from __future__ import annotations
@@ -41,26 +17,26 @@ from typing import Any
 import numpy as np
 
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.pipeline_frequency.blocking_power import resolve_blocking_power
-from zeus_core.optimizer.pipeline_frequency.cost_model import (
+from zeus_core.optimizer.pipeline_frequency._frequency_plan import FrequencyPlan
+from zeus_core.optimizer.pipeline_frequency._profile import InstructionProfile
+from zeus_core.optimizer.pipeline_frequency._schedule import InstructionKind, PipelineSchedule
+from zeus_core.optimizer.pipeline_frequency.planner._blocking_power import resolve_blocking_power
+from zeus_core.optimizer.pipeline_frequency.planner._cost_model import (
     COST_MODELS,
     CostModel,
     ExecutionOption,
     InstructionOptions,
     TimeRounding,
 )
-from zeus_core.optimizer.pipeline_frequency.dag import PipelineDAG
-from zeus_core.optimizer.pipeline_frequency.mincut import FlowBackend
-from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
-from zeus_core.optimizer.pipeline_frequency.point_plan import replay_options
-from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
-from zeus_core.optimizer.pipeline_frequency.refine import lp_plan, reclaim_slack, repair_to_time
-from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind, PipelineSchedule
-from zeus_core.optimizer.pipeline_frequency.solver import (
+from zeus_core.optimizer.pipeline_frequency.planner._dag import PipelineDAG
+from zeus_core.optimizer.pipeline_frequency.planner._frontier_solver import (
     IntegerCostTable,
     SolverResult,
     solve_frontier,
 )
+from zeus_core.optimizer.pipeline_frequency.planner._max_flow import FlowBackend
+from zeus_core.optimizer.pipeline_frequency.planner._plan_at_time import replay_options
+from zeus_core.optimizer.pipeline_frequency.planner._real_time import lp_plan, reclaim_slack, repair_to_time
 
 __all__ = ["Replay", "Frontier", "plan_frontier"]
 
@@ -79,6 +55,14 @@ class Replay:
         energy_j: All GPUs of the pipeline over ``iteration_time_s``, J (instruction energy plus
             blocking power while not computing).
         compute_energy_j: Energy of the instructions alone, J.
+
+    Example:
+        >>> from zeus_core.optimizer.pipeline_frequency import synchronous_1f1b
+        >>> from zeus_core.testing import physical_instruction_profile
+        >>> fr = plan_frontier(synchronous_1f1b(2, 2), physical_instruction_profile("a40", 2))
+        >>> rep = fr.replay_plan(fr.max_frequency_plan())
+        >>> rep.energy_j > rep.compute_energy_j   # blocked time is charged too
+        True
     """
 
     iteration_time_s: float
@@ -89,7 +73,8 @@ class Replay:
 class Frontier:
     """The planned time–energy frontier; point 0 is the all-slowest plan, the last the fastest.
 
-    Built by :func:`plan_frontier`. Per-point arrays (index ``i`` = frontier point):
+    Built by :func:`plan_frontier`; its plans are replayed in real time. Per-point arrays (index
+    ``i`` = frontier point):
 
     Attributes:
         quant_times: Iteration time, quanta.
@@ -100,6 +85,15 @@ class Frontier:
         model_energy_j: The same with the cost model's effective energies (what the planner
             minimised), J.
         solver: Raw solver output (steps, flows, timing).
+
+    Example:
+        >>> from zeus_core.optimizer.pipeline_frequency import synchronous_1f1b
+        >>> from zeus_core.testing import physical_instruction_profile
+        >>> frontier = plan_frontier(synchronous_1f1b(2, 4), physical_instruction_profile("a100", 2),
+        ...                          blocking_power_w=80.0)
+        >>> fast, base = frontier.zero_slowdown_plan(), frontier.max_frequency_plan()
+        >>> fast.iteration_time_s <= base.iteration_time_s and fast.energy_j < base.energy_j
+        True
     """
 
     def __init__(
@@ -325,8 +319,8 @@ class Frontier:
     def least_energy_plan(self) -> FrequencyPlan:
         """The frontier point with the least real total energy, at whatever iteration time it takes.
 
-        Instructions are then slowed into any slack left at the point's real iteration time
-        (:func:`~.refine.reclaim_slack`), which only lowers the energy.
+        Instructions are then slowed into any slack left at the point's real iteration time,
+        which only lowers the energy.
         """
         index = int(np.argmin(self.real_energy_j))
         chosen = self._chosen(self.durations(index))
@@ -356,22 +350,15 @@ class Frontier:
     def _plan_within(self, time_s: float, label: str, **meta: Any) -> FrequencyPlan:
         """Least-energy plan whose real iteration time is at most ``time_s`` (cached per time).
 
-        Candidates, the one with the least replayed energy wins:
-
-        * the frontier point with the least real energy among those whose real time fits,
-          finished by :func:`~.refine.reclaim_slack` both at its own time and at ``time_s``
-          (so the result is never worse than any frontier point that meets ``time_s``); if
-          none fits and scipy is missing, the shortest point repaired to ``time_s`` by
-          :func:`~.refine.repair_to_time`;
-        * with scipy installed, :func:`~.refine.lp_plan`: the real-time LP at ``time_s``
-          (repaired in the rare case the LP's tolerance leaves it a hair too long).
+        The candidates (best frontier point with its slack reclaimed, the real-time LP, or a
+        repaired point) are listed in docs/optimizers/perseus.md; the least replayed energy wins.
         """
         key = (round(time_s, 12), label)
         if key in self._plan_cache:
             return copy.deepcopy(self._plan_cache[key])
         limit = time_s * (1 + _TIME_RTOL)
         ladders = self._ladders()
-        use_lp = bool(self.settings.get("refine_lp", True)) and importlib.util.find_spec("scipy") is not None
+        use_lp = bool(self.settings.get("use_lp", True)) and importlib.util.find_spec("scipy") is not None
         candidates = []
         best = self._best_point_within(limit)
         index = len(self) - 1 if best is None else best
@@ -502,16 +489,16 @@ def plan_frontier(
     stop_at_time_s: float | None = None,
     check_invariants: bool = False,
 ) -> Frontier:
-    """Plan the time–energy frontier of one pipeline iteration.
+    """Plan the time–energy frontier of one pipeline iteration (Phillips–Dessouky min cuts).
 
     Args:
-        schedule: Pipeline schedule (e.g. :func:`~.schedule.synchronous_1f1b`).
+        schedule: Pipeline schedule (e.g. ``synchronous_1f1b(4, 8)``).
         profile: Time and energy per (stage, instruction type) and clock.
         unit_time_s: Time quantum, s. Smaller is more precise; planning time grows with the
             number of distinct slopes, not with ``1 / unit_time_s`` alone.
         blocking_power_w: GPU power while blocked on communication, W; ``None``: the
             profile's measured value, else its GPU's documented idle power
-            (:func:`~.blocking_power.resolve_blocking_power`; an error if neither is known).
+            (``resolve_blocking_power``; an error if neither is known).
         cost_model: ``"hull"`` (convex hull, exact at the options) or ``"exponential"``.
         rounding: ``"floor"`` (as lowtime; default) or ``"ceil"`` (a frontier point's real time
             never exceeds its quantised time). Plans for a target time are checked in real time
@@ -521,9 +508,20 @@ def plan_frontier(
             :meth:`Frontier.plan_for_time` at that time, and faster than the whole frontier.
         check_invariants: Verify the optimality certificate at every step (tests).
 
+    Returns:
+        The :class:`Frontier`.
+
     Raises:
         ZeusConfigError: A bad setting, or the blocking power is unknown.
         ZeusProfileError: The profile does not cover the schedule.
+
+    Example:
+        >>> from zeus_core import data
+        >>> from zeus_core.optimizer.pipeline_frequency import InstructionProfile, synchronous_1f1b
+        >>> profile = InstructionProfile.from_csv(data.path("perseus/a100_4stage_profile.csv"))
+        >>> frontier = plan_frontier(synchronous_1f1b(4, 8), profile, blocking_power_w=80.0)
+        >>> len(frontier), round(frontier.zero_slowdown_plan().energy_j, 1)
+        (421, 723.2)
     """
     if blocking_power_w is not None and blocking_power_w < 0:
         raise ZeusConfigError(f"plan_frontier: blocking_power_w={blocking_power_w} W must be >= 0.")

@@ -1,16 +1,7 @@
 """Integer maximum flow and reachability for the planner's minimum cuts.
 
-A :class:`ResidualGraph` fixes, once, the layout of every edge that can ever carry residual
-capacity (sorted by tail, then head). Each solver step only passes a new capacity per edge
-(0 = absent), so no per-step sorting or graph building is needed.
-
-Two interchangeable back ends compute the same exact integer max flow:
-
-* ``"scipy"``: :func:`scipy.sparse.csgraph.maximum_flow` (compiled Dinic). scipy stores
-  capacities as 32-bit integers and silently wraps larger ones, so capacities above
-  :data:`MAX_CAPACITY` are refused; the planner scales its costs to stay below it.
-* ``"networkx"``: :func:`networkx.algorithms.flow.preflow_push`, pure Python and exact on Python
-  integers; used when scipy is not installed, and by the tests as a cross-check.
+A fixed edge layout, per-call capacities; scipy's compiled Dinic, or networkx's preflow-push where
+scipy is missing. Both are exact (docs/optimizers/perseus.md, "The frontier: iterated minimum cuts").
 
 Example:
     >>> import numpy as np

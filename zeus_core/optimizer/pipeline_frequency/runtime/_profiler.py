@@ -1,27 +1,6 @@
-"""Instruction profiler: time and energy of every forward/backward instruction per SM clock.
+"""Instruction profiler: time and energy of every instruction per SM clock, and which clocks to profile.
 
-During the first iterations of training, :class:`~.runtime.PerseusRuntime` locks the GPU of each
-stage to one clock per iteration, sweeping the clocks :class:`FrequencySweep` picks (highest
-first), and an :class:`InstructionProfiler` measures each instruction with a
-:class:`~zeus_core.monitor.energy.ZeusMonitor` window. The rows it collects are exactly the
-planner's profile CSV (``stage,instruction,frequency,time,energy``; see
-:class:`~.profile.InstructionProfile`).
-
-The profiler also measures whole iterations, so the power a GPU draws while it blocks on
-pipeline communication (the planner's ``blocking_power_w``) is measured instead of guessed: the
-energy of an iteration outside its instructions, divided by the time outside its instructions.
-
-Example:
-    >>> from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
-    >>> from zeus_core.monitor.energy import ZeusMonitor
-    >>> clock = VirtualClock()
-    >>> gpu = SimulatedGPU(PhysicalModel.a40(), clock=clock, busy=True)
-    >>> profiler = InstructionProfiler(ZeusMonitor(gpus=[gpu], cpu_indices=[]), stage=0)
-    >>> profiler.begin_iteration(1740)
-    >>> profiler.begin_instruction("forward", 0); clock.advance(0.1)
-    >>> m = profiler.end_instruction("forward", 0)
-    >>> (m.frequency_mhz, round(m.time_s, 3), round(m.energy_j, 1))
-    (1740, 0.1, 30.0)
+The adaptive sweep and how blocking power is measured: docs/optimizers/perseus.md ("Profiling").
 """
 
 from __future__ import annotations
@@ -33,8 +12,8 @@ from typing import Mapping, Sequence
 
 from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
 from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
-from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind
+from zeus_core.optimizer.pipeline_frequency._profile import InstructionProfile
+from zeus_core.optimizer.pipeline_frequency._schedule import InstructionKind
 
 __all__ = ["FrequencySweep", "InstructionMeasurement", "InstructionProfiler", "profiler_window_name"]
 
@@ -56,15 +35,9 @@ _ITERATION_WINDOW = profiler_window_name("iteration")
 class FrequencySweep:
     """Which SM clocks to profile, for how long, and when to stop.
 
-    Perseus profiles from the highest clock downwards: below some clock an instruction takes so
-    much longer that its (effective) energy rises again, and no plan would pick a lower clock.
-    The frontier needs only a few clocks between those two, so by default the sweep is
-    *adaptive* and short: it starts at the highest clock, descends geometrically
-    (``descent_ratio``) until the energy of every instruction type has risen for ``patience``
-    clocks in a row (or ``min_mhz`` is reached), then spends what is left of
-    ``max_frequencies`` bisecting the widest gaps between the measured clocks down to the one
-    just below the least-energy clock. With one iteration per clock and one discovery
-    iteration, a plan is ready within 10 iterations.
+    By default *adaptive*: from the highest clock down, geometrically, until every instruction
+    type's energy rises, then bisecting the widest gaps; a plan is ready within 10 iterations
+    (docs/optimizers/perseus.md, "Profiling").
 
     Args:
         frequencies_mhz: Explicit clocks to profile, MHz (each must be supported by the GPU);
@@ -252,6 +225,11 @@ class InstructionMeasurement:
         frequency_mhz: Locked SM clock during the instruction, MHz.
         time_s: Duration, s.
         energy_j: GPU energy, J.
+
+    Example:
+        >>> from zeus_core.optimizer.pipeline_frequency import InstructionKind
+        >>> InstructionMeasurement(0, InstructionKind.FORWARD, 0, 1740, 0.1, 30.0).energy_j
+        30.0
     """
 
     stage: int

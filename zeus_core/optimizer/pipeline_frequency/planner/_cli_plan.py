@@ -1,27 +1,11 @@
 """``zeus-suite plan``: plan Perseus GPU frequencies for one pipeline-parallel iteration.
 
-Reads an instruction profile CSV (``stage,instruction,frequency,time,energy``), plans the
-time–energy frontier, prints a summary, and writes into ``--out``:
-
-* ``frontier.csv``: every frontier point (time s, energy J, Pareto flag);
-* ``plan_zero_slowdown.json``, ``plan_least_energy.json``, ``plan_max_frequency.json`` and, with
-  ``--deadline``, ``plan_deadline.json``: :class:`~.plan.FrequencyPlan` files;
-* ``pareto_plans.jsonl`` with ``--all-plans``: the plan of every Pareto-optimal point;
-* ``summary.json``: the printed numbers;
-* ``frontier.png`` and ``timeline.png`` (the plan chosen by ``--timeline``, coloured by clock),
-  unless ``--no-plots``.
+Reads a profile CSV, plans the frontier, prints a summary and writes the frontier, the plans, a
+summary and two plots into ``--out`` (the files and options: docs/optimizers/perseus.md,
+"zeus-suite plan").
 
 Example:
     zeus-suite plan --profile prof.csv --stages 4 --microbatches 8 --gpu a100 --deadline 0.8
-
-Blocking power (what an idle GPU draws, charged for every GPU-second not spent computing) is
-never silently 0 W: it is ``--blocking-power``, else the value PerseusRuntime measured (in the
-``.json`` beside the CSV), else the documented idle power of ``--gpu``; otherwise the command
-stops and says so (:mod:`.blocking_power`).
-
-``frontier.csv`` lists every frontier point with its *real* iteration time and energy (the
-point's clocks replayed through the DAG with their measured durations), next to the quantised
-time the solver worked on.
 """
 
 from __future__ import annotations
@@ -36,7 +20,7 @@ from typing import TYPE_CHECKING
 from zeus_core.exceptions import ZeusError
 
 if TYPE_CHECKING:
-    from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
+    from zeus_core.optimizer.pipeline_frequency._profile import InstructionProfile
 
 __all__ = ["add_arguments", "run"]
 
@@ -122,9 +106,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from zeus_core.optimizer.pipeline_frequency.frontier import plan_frontier
-    from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
-    from zeus_core.optimizer.pipeline_frequency.schedule import make_schedule
+    from zeus_core.optimizer.pipeline_frequency._profile import InstructionProfile
+    from zeus_core.optimizer.pipeline_frequency._schedule import make_schedule
+    from zeus_core.optimizer.pipeline_frequency.planner._frontier import plan_frontier
 
     profile = InstructionProfile.from_csv(args.profile, simulated=args.simulated)
     blocking_w, blocking_source = _blocking_power(args, profile)
@@ -179,7 +163,7 @@ def _run(args: argparse.Namespace) -> int:
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     _print_summary(summary, out)
     if not args.no_plots:
-        from zeus_core.optimizer.pipeline_frequency.plots import plot_frontier, plot_timeline
+        from zeus_core.optimizer.pipeline_frequency.planner._plots import plot_frontier, plot_timeline
 
         choice = args.timeline or ("deadline" if "deadline" in plans else "zero-slowdown")
         if choice == "deadline" and "deadline" not in plans:
@@ -196,7 +180,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _blocking_power(args: argparse.Namespace, profile: "InstructionProfile") -> tuple[float, str]:
     """``--blocking-power``, else the value measured while profiling, else ``--gpu``'s idle power."""
-    from zeus_core.optimizer.pipeline_frequency.blocking_power import resolve_blocking_power
+    from zeus_core.optimizer.pipeline_frequency.planner._blocking_power import resolve_blocking_power
 
     return resolve_blocking_power(args.blocking_power, profile.blocking_power_w, args.gpu or profile.gpu_name)
 

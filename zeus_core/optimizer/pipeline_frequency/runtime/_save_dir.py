@@ -1,15 +1,7 @@
 """Perseus's files in ``save_dir``: the profile, its metadata, and one plan per pipeline shape and target.
 
-* ``profile.csv`` (``stage,instruction,frequency,time,energy``) with ``profile.json`` (GPU names
-  per stage, number of stages, blocking power, clocks);
-* ``plan-<schedule>-s<S>-m<M>-<target>.json`` (:class:`~.plan.FrequencyPlan`; its
-  ``metadata["runtime"]`` records the GPUs and the observed instruction order).
-
-Reading is forgiving, because a file that no longer fits is no reason to stop training: a profile
-measured on other GPUs or another number of stages, or one that does not parse, is moved aside
-(``<name>.replaced``) and reported, so the caller profiles again; a plan that does not parse
-(e.g. truncated by a crash) or was made for another instruction order, other GPUs or clocks is
-reported, and the caller plans again from the profile. Nothing is deleted.
+Reading is forgiving: a file that no longer fits is set aside or re-planned, never a reason to stop
+training, and nothing is deleted (docs/optimizers/perseus.md, "Files and restarts").
 """
 
 from __future__ import annotations
@@ -19,12 +11,17 @@ import logging
 from pathlib import Path
 from typing import Any, Sequence
 
-from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
-from zeus_core.optimizer.pipeline_frequency.observed_pipeline import RankInfo, check_clocks, gpu_names
-from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
-from zeus_core.optimizer.pipeline_frequency.plan_settings import PlanSettings
-from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
-from zeus_core.optimizer.pipeline_frequency.schedule import PipelineSchedule
+from zeus_core.exceptions import ZeusConfigError, ZeusError, ZeusProfileError
+from zeus_core.optimizer.pipeline_frequency._frequency_plan import FrequencyPlan
+from zeus_core.optimizer.pipeline_frequency._profile import InstructionProfile
+from zeus_core.optimizer.pipeline_frequency._schedule import PipelineSchedule
+from zeus_core.optimizer.pipeline_frequency.runtime._observed_schedule import (
+    RankInfo,
+    check_clocks,
+    gpu_names,
+)
+from zeus_core.optimizer.pipeline_frequency.runtime._plan_target import PlanSettings
+from zeus_core.optimizer.pipeline_frequency.runtime._profiler import InstructionProfiler
 
 __all__ = [
     "PROFILE_FILE",
@@ -34,6 +31,7 @@ __all__ = [
     "load_profile",
     "save_profile",
     "load_plan",
+    "save_partial_profile",
 ]
 
 logger = logging.getLogger(__name__)
@@ -131,3 +129,22 @@ def load_plan(
     except ZeusProfileError as exc:
         return None, f"{path} cannot be used: {exc}"
     return plan, None
+
+
+def save_partial_profile(save_dir: Path, profiler: InstructionProfiler, rank: int, gpu_name: str) -> str:
+    """Keep what one rank profiled before training ended: ``profile-partial-stage<s>-rank<r>.csv``.
+
+    Returns:
+        A sentence for the user: where the partial profile is, or why it could not be saved.
+    """
+    path = save_dir / f"profile-partial-stage{profiler.stage}-rank{rank}.csv"
+    try:
+        InstructionProfile.from_rows(
+            profiler.rows(),
+            gpu_name=gpu_name,
+            simulated=profiler.simulated,
+            blocking_power_w=profiler.blocking_power_w(),
+        ).to_csv(path)
+    except (OSError, ZeusError) as exc:
+        return f"Saving the partial profile to {path} failed: {exc}."
+    return f"The partial profile ({len(profiler.frequencies())} clocks) is in {path}."

@@ -1,26 +1,7 @@
 """Frequency plans: the SM clock of every instruction of one pipeline iteration, as plain data.
 
-A :class:`FrequencyPlan` maps each ``(stage, instruction type, microbatch[, chunk])`` to a clock in
-MHz. It round-trips through JSON (:meth:`FrequencyPlan.save` / :meth:`FrequencyPlan.load`) in
-this form::
-
-    {"version": 1, "schedule": "1f1b", "num_stages": 2, "num_microbatches": 3, "num_chunks": 1,
-     "label": "zero-slowdown", "iteration_time_s": 0.31, "energy_j": 412.5, "simulated": false,
-     "metadata": {...},
-     "frequencies_mhz": [{"stage": 0, "chunk": 0, "forward": [1410, 1410, 1395],
-                          "backward": [1410, 1380, 1410]}, ...]}
-
-A frequency controller asks :meth:`FrequencyPlan.stage_program` for its stage's clocks in program
-order, or :meth:`FrequencyPlan.frequency` for one instruction.
-
-Example:
-    >>> from zeus_core.optimizer.pipeline_frequency.schedule import synchronous_1f1b
-    >>> sched = synchronous_1f1b(2, 2)
-    >>> plan = FrequencyPlan.uniform(sched, 1410, label="max")
-    >>> plan.frequency(1, "backward", 0)
-    1410
-    >>> FrequencyPlan.from_json(plan.to_json()) == plan
-    True
+Plans round-trip through JSON (the layout: docs/optimizers/perseus.md, "Plans"), so the planner,
+the runtime and the command line exchange them as files.
 """
 
 from __future__ import annotations
@@ -32,7 +13,7 @@ from pathlib import Path
 from typing import Any, Collection, Mapping
 
 from zeus_core.exceptions import ZeusProfileError
-from zeus_core.optimizer.pipeline_frequency.schedule import (
+from zeus_core.optimizer.pipeline_frequency._schedule import (
     FULL_BACKWARD,
     Instruction,
     InstructionKind,
@@ -64,6 +45,14 @@ class FrequencyPlan:
 
     Raises:
         ZeusProfileError: An instruction is missing or out of range, or a clock is not positive.
+
+    Example:
+        >>> from zeus_core.optimizer.pipeline_frequency import synchronous_1f1b
+        >>> plan = FrequencyPlan.uniform(synchronous_1f1b(2, 2), 1410, label="max")
+        >>> plan.frequency(1, "backward", 0)
+        1410
+        >>> FrequencyPlan.from_json(plan.to_json()) == plan
+        True
     """
 
     schedule: str
@@ -234,7 +223,7 @@ class FrequencyPlan:
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe dict (see the module docstring for the layout)."""
+        """JSON-safe dict (the layout: docs/optimizers/perseus.md, "Plans")."""
         rows = []
         for s in range(self.num_stages):
             for c in range(self.num_chunks):

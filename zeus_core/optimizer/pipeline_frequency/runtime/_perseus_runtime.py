@@ -1,49 +1,7 @@
 """PerseusRuntime: profile, plan and apply per-instruction GPU clocks inside real training.
 
-One :class:`PerseusRuntime` per training process (pipeline stage). A framework hook from
-:mod:`zeus_integrations.pipeline` feeds it the iteration and instruction boundaries; it then
-
-1. **discovers** (``warmup_iterations``, default 1): runs untouched and records the stage's
-   instruction order. All ranks gather their orders to rank 0, which builds the pipeline
-   :class:`~.schedule.PipelineSchedule` *as observed* and decides what to do: reuse a plan or
-   profile from ``save_dir``, apply a given plan, or profile;
-2. **profiles**: locks this stage's GPU to one clock per iteration, sweeping
-   :class:`~.profiler.FrequencySweep`'s clocks from the highest down, and measures every instruction
-   (:class:`~.profiler.InstructionProfiler`). Ranks stop together once no stage's energy improves
-   any more. The rows are gathered to rank 0, which plans with :func:`~.frontier.plan_frontier`
-   (zero-slowdown by default, or a deadline / straggler time), saves the profile CSV and the plan
-   JSON, and broadcasts the plan;
-3. **applies**: before every instruction, asks the :class:`~.controller.FrequencyController` for
-   the plan's clock (the clock of the next instruction is already requested when the previous one
-   ends, so NVML latency hides in the communication gap); the highest clock between iterations.
-
-Clocks are restored by :meth:`PerseusRuntime.close` (also ``on_train_end``, context-manager exit,
-interpreter exit and SIGTERM/SIGINT through the controller). Rank 0 writes files and logs;
-"rank" is the global rank.
-
-Files in ``save_dir`` (rank 0 writes them):
-
-* ``profile.csv`` (``stage,instruction,frequency,time,energy``) with ``profile.json`` (GPU names
-  per stage, blocking power);
-* ``plan-<schedule>-s<S>-m<M>-<target>.json`` (:class:`~.plan.FrequencyPlan`; its
-  ``metadata["runtime"]`` records the GPUs and the observed instruction order).
-
-On restart a matching plan is reused; a profile made on the same GPUs plans a new shape or
-target without profiling again; files made for other GPUs or another instruction order are
-rejected with :class:`~zeus_core.exceptions.ZeusProfileError` on every rank.
-
-Example:
-    >>> from zeus_core.testing import PhysicalModel, SimulatedGPU
-    >>> runtime = PerseusRuntime(SimulatedGPU(PhysicalModel.a40(), busy=True), mode="measure")
-    >>> runtime.set_pipeline(stage=0, num_stages=1, schedule="1f1b")
-    >>> with runtime:
-    ...     for _ in range(2):
-    ...         runtime.begin_iteration()
-    ...         for kind in ("forward", "backward"):
-    ...             runtime.begin_instruction(kind, 0); runtime.end_instruction(kind, 0)
-    ...         runtime.end_iteration()
-    >>> runtime.phase.name, runtime.plan.frequency(0, "backward", 0)
-    ('applying', 1740)
+One runtime per pipeline stage, driven by a hook of :mod:`zeus_integrations.pipeline`. Its phases,
+rank 0's decisions and the files it keeps: docs/optimizers/perseus.md ("The runtime").
 """
 
 from __future__ import annotations
@@ -60,46 +18,38 @@ from zeus_core.callback import TrainingCallback
 from zeus_core.device.base import GPU
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceNotFoundError, ZeusError, ZeusProfileError
 from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.optimizer.pipeline_frequency.controller import ControlMode, FrequencyController
-from zeus_core.optimizer.pipeline_frequency.decisions import (
+from zeus_core.optimizer.pipeline_frequency._frequency_plan import FrequencyPlan
+from zeus_core.optimizer.pipeline_frequency._profile import InstructionProfile
+from zeus_core.optimizer.pipeline_frequency._schedule import InstructionKind
+from zeus_core.optimizer.pipeline_frequency.runtime._controller import ControlMode, FrequencyController
+from zeus_core.optimizer.pipeline_frequency.runtime._observed_schedule import (
+    RankInfo,
+    RankProfile,
+    schedule_of,
+)
+from zeus_core.optimizer.pipeline_frequency.runtime._phases import (
+    ApplyingPhase,
+    DiscoveryPhase,
+    ProfilingPhase,
+    RuntimePhase,
+)
+from zeus_core.optimizer.pipeline_frequency.runtime._plan_target import PlanSettings
+from zeus_core.optimizer.pipeline_frequency.runtime._profiler import (
+    FrequencySweep,
+    InstructionProfiler,
+    profiler_window_name,
+)
+from zeus_core.optimizer.pipeline_frequency.runtime._rank_zero_decisions import (
     Decision,
     decide_after_discovery,
     decide_after_profiling,
     describe_plan,
 )
-from zeus_core.optimizer.pipeline_frequency.observed_pipeline import RankInfo, RankProfile, schedule_of
-from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
-from zeus_core.optimizer.pipeline_frequency.plan_settings import PlanSettings, PlanTarget
-from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
-from zeus_core.optimizer.pipeline_frequency.profiler import (
-    FrequencySweep,
-    InstructionProfiler,
-    profiler_window_name,
-)
-from zeus_core.optimizer.pipeline_frequency.runtime_types import (
-    Applying,
-    Discovering,
-    InstructionListener,
-    InstructionRecord,
-    IterationRecord,
-    Profiling,
-    RuntimePhase,
-)
-from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind
+from zeus_core.optimizer.pipeline_frequency.runtime._records import InstructionRecord, IterationRecord
+from zeus_core.optimizer.pipeline_frequency.runtime._save_dir import save_partial_profile
+from zeus_core.optimizer.pipeline_frequency.runtime._stage_plan import StagePlan
 
-__all__ = [
-    "PlanTarget",
-    "PlanSettings",
-    "Discovering",
-    "Profiling",
-    "Applying",
-    "RuntimePhase",
-    "InstructionListener",
-    "InstructionRecord",
-    "IterationRecord",
-    "PerseusRuntime",
-    "resolve_gpu",
-]
+__all__ = ["PerseusRuntime", "resolve_gpu"]
 
 logger = logging.getLogger(__name__)
 
@@ -110,12 +60,15 @@ _ITERATION_WINDOW = profiler_window_name("runtime_iteration")
 class PerseusRuntime(TrainingCallback):
     """Perseus in training: profiles instructions, plans on rank 0, applies the plan on every rank.
 
+    Clocks are restored by :meth:`close` (also ``on_train_end``, the context manager's exit,
+    interpreter exit and SIGTERM/SIGINT). Rank 0 (global) writes the files and logs.
+
     Args:
         gpu: The GPU this process computes on: a :class:`~zeus_core.device.base.GPU`, an index,
             or ``None`` for the current CUDA device (else ``LOCAL_RANK``).
         mode: ``"control"`` locks clocks; ``"measure"`` records the clocks it would set and
             changes nothing (it never profiles; it uses a given or saved plan, else the highest clock).
-        sweep: Clocks to profile (:class:`~.profiler.FrequencySweep`).
+        sweep: Clocks to profile (:class:`FrequencySweep`; default: adaptive).
         planning: What to plan for (:class:`PlanSettings`: target, deadline, time unit, blocking power).
         plan: A plan to apply instead of profiling (object or JSON path); checked against the
             observed pipeline and the GPU's clocks.
@@ -125,28 +78,31 @@ class PerseusRuntime(TrainingCallback):
 
     Raises:
         ZeusConfigError: A bad argument.
+        ZeusProfileError: From :meth:`end_iteration`, on every rank: rank 0 rejected a file or
+            could not plan (clocks are restored first).
 
     Attributes:
         iterations: Recent :class:`IterationRecord` s, oldest first.
         profile: The profile the plan came from (on every rank), or ``None``.
 
     Example:
-        Normally a hook from :mod:`zeus_integrations.pipeline` makes these calls::
+        Normally a hook from :mod:`zeus_integrations.pipeline` makes these calls:
 
-            >>> from zeus_core.testing import PhysicalModel, SimulatedGPU
-            >>> from zeus_core.optimizer.pipeline_frequency.schedule import synchronous_1f1b
-            >>> gpu = SimulatedGPU(PhysicalModel.a40(), busy=True)
-            >>> plan = FrequencyPlan.uniform(synchronous_1f1b(1, 1), 1200)
-            >>> runtime = PerseusRuntime(gpu, plan=plan)
-            >>> runtime.set_pipeline(stage=0, num_stages=1)
-            >>> with runtime:
-            ...     for _ in range(2):  # discovery, then the plan
-            ...         runtime.begin_iteration()
-            ...         for kind in ("forward", "backward"):
-            ...             runtime.begin_instruction(kind, 0); runtime.end_instruction(kind, 0)
-            ...         runtime.end_iteration()
-            >>> [i.frequency_mhz for i in runtime.iterations[-1].instructions], gpu.locked_sm_frequency
-            ([1200, 1200], None)
+        >>> from zeus_core.optimizer.pipeline_frequency import synchronous_1f1b
+        >>> from zeus_core.testing import PhysicalModel, SimulatedGPU
+        >>> gpu = SimulatedGPU(PhysicalModel.a40(), busy=True)
+        >>> runtime = PerseusRuntime(gpu, plan=FrequencyPlan.uniform(synchronous_1f1b(1, 1), 1200))
+        >>> runtime.set_pipeline(stage=0, num_stages=1)
+        >>> with runtime:
+        ...     for _ in range(2):  # discovery, then the plan
+        ...         runtime.begin_iteration()
+        ...         for kind in ("forward", "backward"):
+        ...             runtime.begin_instruction(kind, 0); runtime.end_instruction(kind, 0)
+        ...         runtime.end_iteration()
+        >>> runtime.phase.name, [i.frequency_mhz for i in runtime.iterations[-1].instructions]
+        ('applying', [1200, 1200])
+        >>> gpu.locked_sm_frequency is None  # restored on close
+        True
     """
 
     def __init__(
@@ -180,24 +136,20 @@ class PerseusRuntime(TrainingCallback):
         self.stage: int | None = None
         self.num_stages: int | None = None
         self.schedule_name: str | None = None
-        self._phase: RuntimePhase = Discovering(warmup_iterations)
+        self._phase: RuntimePhase = DiscoveryPhase(warmup_iterations)
         self._gpu: GPU | None = None
         self._monitor: ZeusMonitor | None = None
         self._controller: FrequencyController | None = None
         self._profiler: InstructionProfiler | None = None
         self._sweep_mhz: list[int] = []
-        # Per instruction of this stage's plan, in program order: (kind, microbatch, virtual stage, MHz).
-        self._program: list[tuple[InstructionKind, int, int, int]] = []
-        self._lookup: dict[tuple[InstructionKind, int, int], int] = {}
+        self._stage_plan: StagePlan | None = None  # while applying
         self._in_iteration = False
         self._iteration = 0
         self._records: list[InstructionRecord] = []
         self._counts: dict[tuple[InstructionKind, int], int] = {}
         self._open: tuple[InstructionKind, int] | None = None
-        self._mismatch_warned = False
         self._unfinished_warned = False
-        self._off_plan = False
-        self._shape_warned = False
+        self._warned: set[str] = set()  # once-only warnings of this runtime's stage plans
         self.framework = ""
         self._infos: list[RankInfo] = []
 
@@ -234,13 +186,13 @@ class PerseusRuntime(TrainingCallback):
 
     @property
     def phase(self) -> RuntimePhase:
-        """The current phase (:class:`Discovering`, :class:`Profiling` or :class:`Applying`)."""
+        """The current phase (:class:`DiscoveryPhase`, :class:`ProfilingPhase` or :class:`ApplyingPhase`)."""
         return self._phase
 
     @property
     def plan(self) -> FrequencyPlan | None:
         """The plan being applied, or ``None`` before it exists."""
-        return self._phase.plan if isinstance(self._phase, Applying) else None
+        return self._phase.plan if isinstance(self._phase, ApplyingPhase) else None
 
     @property
     def controller(self) -> FrequencyController | None:
@@ -285,22 +237,13 @@ class PerseusRuntime(TrainingCallback):
     def _warn_unfinished(self) -> None:
         """Training ends before a plan: say so once, and keep this rank's partial profile."""
         phase = self._phase
-        if self._unfinished_warned or self._iteration == 0 or isinstance(phase, Applying):
+        if self._unfinished_warned or self._iteration == 0 or isinstance(phase, ApplyingPhase):
             return
         self._unfinished_warned = True
-        profiler, saved = self._profiler, ""
-        if profiler is not None and profiler.measurements and self.save_dir is not None:
-            path = self.save_dir / f"profile-partial-stage{self.stage}-rank{distributed.rank()}.csv"
-            try:
-                InstructionProfile.from_rows(
-                    profiler.rows(),
-                    gpu_name=self._gpu.name if self._gpu else "",
-                    simulated=profiler.simulated,
-                    blocking_power_w=profiler.blocking_power_w(),
-                ).to_csv(path)
-                saved = f" The partial profile ({len(profiler.frequencies())} clocks) is in {path}."
-            except (OSError, ZeusError) as exc:
-                saved = f" Saving the partial profile to {path} failed: {exc}."
+        saved = ""
+        if self._profiler is not None and self._profiler.measurements and self.save_dir is not None:
+            name = self._gpu.name if self._gpu else ""
+            saved = " " + save_partial_profile(self.save_dir, self._profiler, distributed.rank(), name)
         budget = self.warmup_iterations + self.sweep.iterations_per_frequency * (
             self.sweep.max_frequencies if self.sweep.adaptive else len(self._sweep_mhz) or 1
         )
@@ -353,15 +296,17 @@ class PerseusRuntime(TrainingCallback):
         self._in_iteration = True
         self._records, self._counts, self._open = [], {}, None
         phase = self._phase
-        if isinstance(phase, Profiling):
+        if isinstance(phase, ProfilingPhase):
             mhz = self._sweep_mhz[phase.index] if phase.measuring else self._sweep_mhz[0]
             self._controller.request(mhz, tag="profile")
             if not self._controller.wait():
                 logger.warning("GPU %s did not reach %d MHz in time; profiling anyway.", self.stage, mhz)
             if phase.measuring:
                 self._profiler_for().begin_iteration(mhz)
-        elif isinstance(phase, Applying) and self._program:
-            self._controller.request(self._program[0][3], tag="prefetch")
+        elif isinstance(phase, ApplyingPhase) and self._stage_plan is not None:
+            first = self._stage_plan.first_mhz()
+            if first is not None:
+                self._controller.request(first, tag="prefetch")
         if _ITERATION_WINDOW in self._monitor.open_windows:
             self._monitor.end_window(_ITERATION_WINDOW, cancel=True)
         self._monitor.begin_window(_ITERATION_WINDOW)
@@ -391,7 +336,7 @@ class PerseusRuntime(TrainingCallback):
             return
         m = self._monitor.end_window(_ITERATION_WINDOW)
         phase = self._phase
-        if isinstance(phase, Profiling) and phase.measuring and profiler is not None:
+        if isinstance(phase, ProfilingPhase) and phase.measuring and profiler is not None:
             profiler.end_iteration()
         self.iterations.append(
             IterationRecord(
@@ -399,7 +344,7 @@ class PerseusRuntime(TrainingCallback):
             )
         )
         self._iteration += 1
-        if isinstance(phase, Applying):
+        if isinstance(phase, ApplyingPhase):
             self._controller.request(self._max_mhz(), tag="between-iterations")
             self._check_shape()
             return
@@ -432,11 +377,12 @@ class PerseusRuntime(TrainingCallback):
         self._open = (kind, mb)
         phase = self._phase
         mhz: int | None = None
-        if isinstance(phase, Applying):
-            mhz = self._planned(kind, mb, v)
-            assert self._controller is not None
+        if isinstance(phase, ApplyingPhase):
+            assert self._controller is not None and self._stage_plan is not None
+            mhz = self._stage_plan.clock(len(self._records), (kind, mb, v))
+            mhz = self._max_mhz() if mhz is None else mhz  # off the plan: the iteration's end plans again
             self._controller.request(mhz, tag=f"stage{self.stage}:{kind.letter}{mb}v{v}")
-        elif isinstance(phase, Profiling):
+        elif isinstance(phase, ProfilingPhase):
             mhz = self._sweep_mhz[phase.index] if phase.measuring else self._sweep_mhz[0]
             if phase.measuring:
                 self._profiler_for().begin_instruction(kind, mb)
@@ -451,17 +397,17 @@ class PerseusRuntime(TrainingCallback):
         kind, mb = self._open
         self._open = None
         phase = self._phase
-        if isinstance(phase, Profiling) and phase.measuring:
+        if isinstance(phase, ProfilingPhase) and phase.measuring:
             profiler = self._profiler_for()
             if failed:
                 profiler.cancel_instruction()
             else:
                 profiler.end_instruction(kind, mb)
-        elif isinstance(phase, Applying) and not failed:
-            nxt = len(self._records)
-            if nxt < len(self._program):  # request the next instruction's clock during the gap
+        elif isinstance(phase, ApplyingPhase) and not failed and self._stage_plan is not None:
+            nxt = self._stage_plan.next_mhz(len(self._records))
+            if nxt is not None:  # request the next instruction's clock during the gap
                 assert self._controller is not None
-                self._controller.request(self._program[nxt][3], tag="prefetch")
+                self._controller.request(nxt, tag="prefetch")
 
     # -- state ----------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -492,64 +438,32 @@ class PerseusRuntime(TrainingCallback):
         return max(self._gpu.supported_sm_frequencies())
 
     def _check_shape(self) -> None:
-        """After an applied iteration: if it ran instructions the plan lacks (or lacked some), plan again.
+        """After an applied iteration: if it ran other instructions than planned, plan again.
 
         Every stage sees a change of the microbatch count in the same iteration, so all ranks
-        re-discover together: the next iteration runs at the highest clocks, then rank 0 re-plans
-        from the profile (or the saved plan for that shape), or the ranks profile.
+        discover again together: the next iteration runs at the highest clocks, then rank 0 plans.
         """
-        ran = sorted((r.kind.value, r.microbatch, r.virtual_stage) for r in self._records)
-        planned = sorted((k.value, m, v) for k, m, v, _ in self._program)
-        if not self._off_plan and ran == planned:
-            return
-        self._off_plan = False
-        if not self._shape_warned:
-            self._shape_warned = True
-            console.warn(
-                f"Perseus: the pipeline ran {len(ran)} instructions per iteration on stage {self.stage} "
-                f"where the plan has {len(planned)} (the microbatch count changed?); running at the highest "
-                "clocks and planning again for the new shape."
-            )
-        self._phase = Discovering(1)
-        self._program, self._lookup = [], {}
-
-    def _planned(self, kind: InstructionKind, mb: int, virtual_stage: int) -> int:
-        pos = len(self._records)
-        expected = self._program[pos][:3] if pos < len(self._program) else None
-        if expected != (kind, mb, virtual_stage) and not self._mismatch_warned:
-            self._mismatch_warned = True
-            logger.warning(
-                "Stage %s ran %s%d as instruction %d of the iteration, but the plan expected %s; clocks are "
-                "still looked up per instruction.",
-                self.stage,
-                kind.value,
-                mb,
-                pos,
-                expected,
-            )
-        key = (kind, mb, virtual_stage)
-        if key not in self._lookup:
-            self._off_plan = True  # run it at the highest clock; the iteration's end plans again
-            return self._max_mhz()
-        return self._lookup[key]
+        if self._stage_plan is not None and not self._stage_plan.ran_as_planned(self._records):
+            self._phase = DiscoveryPhase(1)
+            self._stage_plan = None
 
     def _advance(self, phase: RuntimePhase) -> None:
         """The only place phases change (after an iteration, on every rank together)."""
         match phase:
-            case Discovering(remaining=r) if r > 1:
-                self._phase = Discovering(r - 1)
-            case Discovering():
+            case DiscoveryPhase(remaining=r) if r > 1:
+                self._phase = DiscoveryPhase(r - 1)
+            case DiscoveryPhase():
                 self._after_discovery()
-            case Profiling(index=i, iteration=it, measuring=meas):
+            case ProfilingPhase(index=i, iteration=it, measuring=meas):
                 if it + 1 < self.sweep.iterations_per_frequency:
-                    self._phase = Profiling(i, it + 1, meas)
+                    self._phase = ProfilingPhase(i, it + 1, meas)
                     return
                 local = meas and self._extend_sweep(i)
                 if distributed.all_reduce([float(local)], "max")[0] > 0:
-                    self._phase = Profiling(i + 1 if local else i, 0, local)
+                    self._phase = ProfilingPhase(i + 1 if local else i, 0, local)
                 else:
                     self._after_profiling()
-            case Applying():
+            case ApplyingPhase():
                 pass
 
     def _extend_sweep(self, index: int) -> bool:
@@ -625,19 +539,13 @@ class PerseusRuntime(TrainingCallback):
             self._profiler = None  # a fresh profile for the pipeline as it is now
             log = logger.info if distributed.is_rank_zero() else logger.debug
             log("Stage %s: profiling %d clocks %s MHz.", self.stage, len(self._sweep_mhz), self._sweep_mhz)
-            self._phase = Profiling(0, 0)
+            self._phase = ProfilingPhase(0, 0)
             return
         plan = FrequencyPlan.from_dict(decision.plan, source="broadcast plan")
         if decision.profile_csv:
             self.profile = InstructionProfile.from_csv_text(decision.profile_csv, source="broadcast profile")
-        schedule = schedule_of(self._infos)
-        stage = self.stage or 0
-        self._program = [
-            (inst.kind, inst.microbatch, schedule.virtual_stage(stage, inst.chunk), mhz)
-            for inst, mhz in plan.stage_program(schedule, stage)
-        ]
-        self._lookup = {(k, m, v): f for k, m, v, f in self._program}
-        self._phase = Applying(plan)
+        self._stage_plan = StagePlan(plan, schedule_of(self._infos), self.stage or 0, self._warned)
+        self._phase = ApplyingPhase(plan)
         if distributed.is_rank_zero():
             logger.info(
                 "Perseus plan %r (%s): %s%s\n%s",

@@ -1,29 +1,7 @@
 """Per-instruction execution options and the convex cost models the planner optimises over.
 
-For one (stage, instruction type) the profile gives ``(frequency, time, energy)`` rows. The planner:
-
-1. computes each row's *effective energy* ``energy − blocking_power_w × time`` (J). While an
-   instruction is not running, its GPU blocks on communication at ``blocking_power_w``, so over an
-   iteration of length ``T`` on ``S`` GPUs the total energy is
-   ``Σ effective energy + S·T·blocking_power_w``: at a fixed ``T``, minimising the sum of effective
-   energies minimises the total. Real (not quantised) time is used, so the identity is exact.
-2. keeps the Pareto-optimal rows on (time, effective energy);
-3. quantises time to integer multiples of ``unit_time_s`` (``"floor"``, as lowtime, or ``"ceil"``,
-   which never under-states a duration: a plan's real iteration time is then at most its
-   quantised time);
-4. fits a convex, non-increasing cost model over quantised time (:class:`ConvexHullCostModel`, the
-   lower convex hull through the options, exact at its vertices; or :class:`ExponentialCostModel`,
-   ``a·exp(b·q) + c`` as in lowtime, which smooths measurement noise).
-
-Example:
-    >>> from zeus_core.optimizer.pipeline_frequency.profile import ProfileMeasurement as PM
-    >>> opts = InstructionOptions([PM(1410, 0.010, 3.0), PM(1200, 0.011, 2.5), PM(900, 0.014, 2.4)],
-    ...                           unit_time_s=0.001, blocking_power_w=0.0)
-    >>> [o.quant_time for o in opts.options], opts.option_for_duration(12).frequency_mhz
-    ([14, 11, 10], 1200)
-    >>> model = ConvexHullCostModel(opts)
-    >>> round(model(12), 3)  # between the vertices at 11 and 14
-    2.467
+Effective energy, the Pareto filter, quantisation and the two cost models are explained in
+docs/optimizers/perseus.md ("Options and cost models").
 """
 
 from __future__ import annotations
@@ -39,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
-from zeus_core.optimizer.pipeline_frequency.profile import ProfileMeasurement
+from zeus_core.optimizer.pipeline_frequency._profile import ProfileMeasurement
 
 __all__ = [
     "TimeRounding",
@@ -60,7 +38,15 @@ _QUANT_EPS = 1e-9
 
 
 class TimeRounding(str, enum.Enum):
-    """How a real duration becomes an integer number of ``unit_time_s`` quanta."""
+    """How a real duration becomes an integer number of ``unit_time_s`` quanta.
+
+    ``FLOOR`` is lowtime's choice; ``CEIL`` never under-states a duration, so a frontier point's
+    real time is at most its quantised time.
+
+    Example:
+        >>> TimeRounding("ceil") is TimeRounding.CEIL
+        True
+    """
 
     FLOOR = "floor"
     CEIL = "ceil"
@@ -68,6 +54,14 @@ class TimeRounding(str, enum.Enum):
 
 def quantize_time(time_s: float, unit_time_s: float, rounding: TimeRounding | str = TimeRounding.CEIL) -> int:
     """Quantise a duration (s) to a whole number of ``unit_time_s`` (s).
+
+    Args:
+        time_s: The duration, s.
+        unit_time_s: The quantum, s.
+        rounding: :class:`TimeRounding` (a tolerance of 1e-9 treats 11.999999999999998 as 12).
+
+    Returns:
+        The number of quanta.
 
     Example:
         >>> quantize_time(0.0123, 0.001, "floor"), quantize_time(0.0123, 0.001, "ceil")
@@ -89,6 +83,10 @@ class ExecutionOption:
         energy_j: Measured GPU energy, J.
         effective_energy_j: ``energy_j − blocking_power_w · time_s``, J (may be negative).
         quant_time: Duration in whole ``unit_time_s`` quanta.
+
+    Example:
+        >>> ExecutionOption(1410, 0.010, 3.0, effective_energy_j=3.0 - 80.0 * 0.010, quant_time=10)
+        ExecutionOption(frequency_mhz=1410, time_s=0.01, energy_j=3.0, effective_energy_j=2.2, quant_time=10)
     """
 
     frequency_mhz: int
@@ -119,6 +117,13 @@ class InstructionOptions:
         ZeusConfigError: ``unit_time_s`` is not positive.
         ZeusProfileError: ``measurements`` is empty, or a duration is shorter than one quantum
             under ``"floor"`` rounding.
+
+    Example:
+        >>> from zeus_core.optimizer.pipeline_frequency import ProfileMeasurement as PM
+        >>> opts = InstructionOptions([PM(1410, 0.010, 3.0), PM(1200, 0.011, 2.5), PM(900, 0.014, 2.4)],
+        ...                           unit_time_s=0.001, blocking_power_w=0.0)
+        >>> [o.quant_time for o in opts.options], opts.option_for_duration(12).frequency_mhz
+        ([14, 11, 10], 1200)
     """
 
     def __init__(
@@ -204,7 +209,17 @@ class InstructionOptions:
 class CostModel(ABC):
     """A convex, non-increasing effective-energy model over quantised duration.
 
-    Subclasses fit themselves in ``__init__`` from :class:`InstructionOptions`.
+    Subclasses fit themselves in ``__init__`` from :class:`InstructionOptions` and implement
+    ``__call__``; the solver uses :meth:`savings`.
+
+    Args:
+        options: The instruction type's options.
+
+    Example:
+        >>> from zeus_core.optimizer.pipeline_frequency import ProfileMeasurement as PM
+        >>> opts = InstructionOptions([PM(1410, 0.010, 3.0), PM(900, 0.014, 2.2)], unit_time_s=0.001)
+        >>> ConvexHullCostModel(opts).savings().round(2).tolist()  # J per quantum, q = 11..14
+        [0.2, 0.2, 0.2, 0.2]
     """
 
     def __init__(self, options: InstructionOptions) -> None:
@@ -229,10 +244,20 @@ class CostModel(ABC):
 
 
 class ConvexHullCostModel(CostModel):
-    """Piecewise-linear interpolation along the lower convex hull of the options.
+    """Piecewise-linear interpolation along the lower convex hull of the options (the default).
 
-    Exact at every hull vertex; the default model. Options above the hull (Pareto-optimal but not
-    convex) are still used when a plan picks a clock (:meth:`InstructionOptions.option_for_duration`).
+    Exact at every hull vertex. Options above the hull (Pareto-optimal but not convex) are still
+    used when a plan picks a clock (:meth:`InstructionOptions.option_for_duration`).
+
+    Args:
+        options: The instruction type's options.
+
+    Example:
+        >>> from zeus_core.optimizer.pipeline_frequency import ProfileMeasurement as PM
+        >>> opts = InstructionOptions([PM(1410, 0.010, 3.0), PM(1200, 0.011, 2.5), PM(900, 0.014, 2.4)],
+        ...                           unit_time_s=0.001)
+        >>> round(ConvexHullCostModel(opts)(12), 3)  # between the vertices at 11 and 14 quanta
+        2.467
     """
 
     def __init__(self, options: InstructionOptions) -> None:
@@ -257,15 +282,24 @@ def _cross(o: tuple[float, float], a: tuple[float, float], b: tuple[float, float
 
 
 class ExponentialCostModel(CostModel):
-    """``cost(q) = a·exp(b·q) + c`` with ``a ≥ 0``, ``b ≤ 0`` (convex, non-increasing), least squares.
+    """``cost(q) = a·exp(b·q) + c`` with ``a ≥ 0``, ``b ≤ 0``, fitted by least squares (as lowtime).
 
-    The fit runs in normalised coordinates (duration and cost scaled to [0, 1]), so it does not
-    depend on the time unit or the energy scale (lowtime's grid of starting points assumes
-    1 ms quanta and 10–1000 J). With fewer than three options, or if no fit converges, it falls
-    back to :class:`ConvexHullCostModel`'s line.
+    Smooths measurement noise. The fit runs in normalised coordinates, so it does not depend on the
+    time unit or the energy scale; with fewer than three options, or if no fit converges, it falls
+    back to :class:`ConvexHullCostModel`.
+
+    Args:
+        options: The instruction type's options.
 
     Raises:
         ModuleNotFoundError: scipy is not installed (``pip install 'zeus-suite[pipeline]'``).
+
+    Example:
+        >>> from zeus_core.optimizer.pipeline_frequency import ProfileMeasurement as PM
+        >>> rows = [PM(1410, 0.010, 3.0), PM(1200, 0.011, 2.5), PM(1000, 0.013, 2.3), PM(900, 0.014, 2.25)]
+        >>> model = ExponentialCostModel(InstructionOptions(rows, unit_time_s=0.001))
+        >>> model(10) > model(12) > model(14)
+        True
     """
 
     def __init__(self, options: InstructionOptions) -> None:

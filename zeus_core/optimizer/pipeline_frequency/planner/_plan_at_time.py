@@ -1,21 +1,7 @@
-"""One plan for one target time, without the whole frontier: for large pipelines.
+"""One plan for one target time without the whole frontier, for large pipelines.
 
-:func:`~.frontier.plan_frontier` computes every point of the time–energy frontier, which is what
-``zeus-suite plan`` draws and what deadline changes reuse; its cost grows with the number of
-frontier points. When one plan is all that is needed (Perseus's zero-slowdown plan, or one
-deadline), :func:`plan_at_time` solves just that point: the real-time LP of the whole iteration
-(:func:`~.refine.lp_plan`, scipy's HiGHS), a min-cut repair if the LP's tolerance left it a hair
-long (:func:`~.refine.repair_to_time`), then slack reclaiming (:func:`~.refine.reclaim_slack`).
-The plan is exact in real time for the profile's options (the LP relaxation's durations rounded
-to the slowest option that fits), and it replays through the DAG like every other plan.
-
-Example:
-    >>> from zeus_core.testing import physical_instruction_profile
-    >>> from zeus_core.optimizer.pipeline_frequency.schedule import interleaved_1f1b
-    >>> plan = plan_at_time(interleaved_1f1b(2, 4, 2), physical_instruction_profile("a40", 2))
-    >>> base = plan.metadata["baseline"]
-    >>> plan.iteration_time_s <= base["iteration_time_s"] * (1 + 1e-9) and plan.energy_j < base["energy_j"]
-    True
+The real-time LP, a repair and slack reclaiming (docs/optimizers/perseus.md, "One plan without
+the frontier").
 """
 
 from __future__ import annotations
@@ -25,35 +11,51 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zeus_core.optimizer.pipeline_frequency.blocking_power import resolve_blocking_power
-from zeus_core.optimizer.pipeline_frequency.cost_model import ExecutionOption, InstructionOptions
-from zeus_core.optimizer.pipeline_frequency.dag import PipelineDAG
-from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
-from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
-from zeus_core.optimizer.pipeline_frequency.refine import lp_plan, reclaim_slack, repair_to_time
-from zeus_core.optimizer.pipeline_frequency.schedule import PipelineSchedule
+from zeus_core.optimizer.pipeline_frequency._frequency_plan import FrequencyPlan
+from zeus_core.optimizer.pipeline_frequency._profile import InstructionProfile
+from zeus_core.optimizer.pipeline_frequency._schedule import PipelineSchedule
+from zeus_core.optimizer.pipeline_frequency.planner._blocking_power import resolve_blocking_power
+from zeus_core.optimizer.pipeline_frequency.planner._cost_model import ExecutionOption, InstructionOptions
+from zeus_core.optimizer.pipeline_frequency.planner._dag import PipelineDAG
+from zeus_core.optimizer.pipeline_frequency.planner._real_time import lp_plan, reclaim_slack, repair_to_time
 
 __all__ = ["PlanTiming", "plan_at_time", "replay_options"]
 
 
 @dataclass(frozen=True)
 class PlanTiming:
-    """Where :func:`plan_at_time` spent its time, s."""
+    """Where :func:`plan_at_time` spent its time, s (``plan.metadata["timing"]`` holds the fields).
+
+    Attributes:
+        dag_s: Building the DAG and the options.
+        lp_s: The real-time LP.
+        repair_s: The repair and slack reclaiming after it.
+
+    Example:
+        >>> PlanTiming(dag_s=0.1, lp_s=0.9, repair_s=0.05).total_s
+        1.05
+    """
 
     dag_s: float
     lp_s: float
-    refine_s: float
+    repair_s: float
 
     @property
     def total_s(self) -> float:
         """All of it, s."""
-        return self.dag_s + self.lp_s + self.refine_s
+        return self.dag_s + self.lp_s + self.repair_s
 
 
 def replay_options(
     dag: PipelineDAG, chosen: list[ExecutionOption], blocking_power_w: float
 ) -> tuple[float, float]:
-    """Real iteration time (s) and energy of all GPUs, blocking power included (J), of given options."""
+    """Real iteration time (s) and energy of all GPUs, blocking power included (J), of given options.
+
+    Args:
+        dag: The iteration's DAG.
+        chosen: One option per instruction, in ``dag.instructions`` order.
+        blocking_power_w: GPU power while not computing, W.
+    """
     times = np.array([o.time_s for o in chosen])
     t = float(dag.longest_path(times))
     idle = dag.schedule.num_stages * t - float(times.sum())
@@ -85,6 +87,17 @@ def plan_at_time(
         ZeusConfigError: ``time_s`` is shorter than the all-highest-clock time, or the blocking
             power is unknown.
         ZeusProfileError: The profile does not cover the schedule.
+        ModuleNotFoundError: scipy is missing (``pip install 'zeus-suite[pipeline]'``).
+
+    Example:
+        >>> from zeus_core.optimizer.pipeline_frequency import interleaved_1f1b
+        >>> from zeus_core.testing import physical_instruction_profile
+        >>> plan = plan_at_time(interleaved_1f1b(2, 4, 2), physical_instruction_profile("a40", 2))
+        >>> base = plan.metadata["baseline"]
+        >>> plan.iteration_time_s <= base["iteration_time_s"] * (1 + 1e-9)
+        True
+        >>> plan.energy_j < base["energy_j"]
+        True
     """
     started = time.perf_counter()
     blocking, source = resolve_blocking_power(blocking_power_w, profile.blocking_power_w, profile.gpu_name)
@@ -119,7 +132,7 @@ def plan_at_time(
         {
             "planner": {"method": "lp", "blocking_power_w": blocking, "blocking_power_source": source},
             "baseline": {"iteration_time_s": base_t, "energy_j": base_e},
-            "timing": {"dag_s": timing.dag_s, "lp_s": timing.lp_s, "refine_s": timing.refine_s},
+            "timing": {"dag_s": timing.dag_s, "lp_s": timing.lp_s, "repair_s": timing.repair_s},
         },
     )
 

@@ -1,16 +1,8 @@
-"""Rank 0's decisions for :class:`~.runtime.PerseusRuntime`: reuse, re-plan, profile, or plan.
+"""Rank 0's decisions for ``PerseusRuntime``: reuse a plan, plan from a profile, or profile.
 
-Plain data in (:class:`~.observed_pipeline.RankInfo`, :class:`~.observed_pipeline.RankProfile`),
-a :class:`Decision` out, which rank 0 broadcasts. Any failure on rank 0 becomes a
-:class:`Decision` with an ``error`` that every rank raises, so no rank waits forever in a
-collective. What the user should know (a file set aside, a plan that no longer fits and is
-re-planned) travels as ``notes``, shown once on rank zero.
-
-After discovery (:func:`decide_after_discovery`), in this order: a given plan that fits the
-observed pipeline; a saved plan for this shape and target; a plan made from the saved (or
-in-memory) profile; the highest clocks in measure mode; otherwise profiling. A given or saved
-plan that does not fit (another microbatch count, instruction order, GPUs; a corrupt file) is
-not an error: it is reported and the next option is taken.
+Plain data in, a :class:`Decision` out, which rank 0 broadcasts; a failure on rank 0 becomes a
+decision every rank raises, so no rank waits forever in a collective. The order of the options:
+docs/optimizers/perseus.md ("Phases").
 """
 
 from __future__ import annotations
@@ -23,9 +15,12 @@ from typing import Any, Callable, Sequence
 
 from zeus_core import console
 from zeus_core.exceptions import ZeusConfigError, ZeusError, ZeusProfileError
-from zeus_core.optimizer.pipeline_frequency.blocking_power import resolve_blocking_power
-from zeus_core.optimizer.pipeline_frequency.controller import ControlMode
-from zeus_core.optimizer.pipeline_frequency.observed_pipeline import (
+from zeus_core.optimizer.pipeline_frequency._frequency_plan import FrequencyPlan
+from zeus_core.optimizer.pipeline_frequency._profile import InstructionProfile
+from zeus_core.optimizer.pipeline_frequency._schedule import PipelineSchedule
+from zeus_core.optimizer.pipeline_frequency.planner._blocking_power import resolve_blocking_power
+from zeus_core.optimizer.pipeline_frequency.runtime._controller import ControlMode
+from zeus_core.optimizer.pipeline_frequency.runtime._observed_schedule import (
     RankInfo,
     RankProfile,
     check_clocks,
@@ -33,9 +28,12 @@ from zeus_core.optimizer.pipeline_frequency.observed_pipeline import (
     schedule_of,
     supported_clocks,
 )
-from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
-from zeus_core.optimizer.pipeline_frequency.plan_settings import PlanSettings, PlanTarget, auto_unit_time
-from zeus_core.optimizer.pipeline_frequency.plan_store import (
+from zeus_core.optimizer.pipeline_frequency.runtime._plan_target import (
+    PlanSettings,
+    PlanTarget,
+    auto_unit_time,
+)
+from zeus_core.optimizer.pipeline_frequency.runtime._save_dir import (
     PROFILE_FILE,
     load_plan,
     load_profile,
@@ -43,8 +41,6 @@ from zeus_core.optimizer.pipeline_frequency.plan_store import (
     runtime_metadata,
     save_profile,
 )
-from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
-from zeus_core.optimizer.pipeline_frequency.schedule import PipelineSchedule
 
 __all__ = ["Decision", "decide_after_discovery", "decide_after_profiling", "make_plan", "describe_plan"]
 
@@ -104,7 +100,7 @@ def make_plan(
         ZeusConfigError: The target cannot be met (e.g. a deadline shorter than the fastest plan).
         ZeusProfileError: The profile does not cover the schedule, or a planned clock is unsupported.
     """
-    from zeus_core.optimizer.pipeline_frequency.frontier import plan_frontier
+    from zeus_core.optimizer.pipeline_frequency.planner._frontier import plan_frontier
 
     deadline = planning.deadline_s if planning.target is PlanTarget.DEADLINE else None
     unit_s = planning.unit_time_s or auto_unit_time(profile)

@@ -1,21 +1,7 @@
 """Pipeline schedules as data: which instructions each stage runs, in which order.
 
-A :class:`PipelineSchedule` lists, per pipeline stage, the :class:`Instruction` s that stage runs
-in program order. Data dependencies between stages follow from the instructions themselves
-(:meth:`PipelineSchedule.data_dependencies`), so a new schedule (interleaved 1F1B, a custom
-order) only has to list its per-stage orders; the DAG builder needs nothing else.
-
-Model chunks (interleaved schedules): instruction ``(stage s, chunk c)`` runs *virtual stage*
-``v = c·S + s`` of a pipeline of ``S·C`` virtual stages (Megatron-core's numbering). Forward
-activations flow ``v → v+1``, gradients ``v+1 → v``, and the last virtual stage runs
-``backward(j)`` after ``forward(j)``.
-
-Example:
-    >>> sched = synchronous_1f1b(num_stages=2, num_microbatches=3)
-    >>> " ".join(i.short_name for i in sched.stage_orders[0])
-    'F0 F1 B0 F2 B1 B2'
-    >>> len(sched.data_dependencies())
-    9
+Dependencies between stages follow from the instructions, so a schedule lists only its per-stage
+orders; see docs/optimizers/perseus.md ("Schedules").
 """
 
 from __future__ import annotations
@@ -42,7 +28,12 @@ __all__ = [
 
 
 class InstructionKind(str, enum.Enum):
-    """Type of a pipeline instruction; the value is the profile CSV's ``instruction`` column."""
+    """Type of a pipeline instruction; the value is the profile CSV's ``instruction`` column.
+
+    Example:
+        >>> InstructionKind.parse("backward_input").letter
+        'I'
+    """
 
     FORWARD = "forward"
     BACKWARD = "backward"
@@ -95,6 +86,10 @@ class Instruction:
         kind: Forward, backward, or (zero-bubble schedules) backward for inputs / for weights.
         microbatch: Microbatch index, from 0.
         chunk: Model chunk on this stage (interleaved schedules), from 0.
+
+    Example:
+        >>> str(Instruction(1, InstructionKind.BACKWARD, 3))
+        'stage1:B3'
     """
 
     stage: int
@@ -131,6 +126,13 @@ class PipelineSchedule:
     Raises:
         ZeusConfigError: A stage's list holds another stage's instruction, an instruction is
             missing or repeated, or a size is not positive.
+
+    Example:
+        >>> sched = synchronous_1f1b(num_stages=2, num_microbatches=3)
+        >>> " ".join(i.short_name for i in sched.stage_orders[0])
+        'F0 F1 B0 F2 B1 B2'
+        >>> len(sched.data_dependencies())
+        9
     """
 
     name: str
@@ -287,6 +289,14 @@ def synchronous_1f1b(num_stages: int, num_microbatches: int) -> PipelineSchedule
     Args:
         num_stages: Pipeline stages ``S``.
         num_microbatches: Microbatches ``M``.
+
+    Raises:
+        ZeusConfigError: A size is not a positive integer.
+
+    Example:
+        >>> print(synchronous_1f1b(2, 2).to_text())
+        stage 0: F0 F1 B0 B1
+        stage 1: F0 B0 F1 B1
     """
     _check_sizes("synchronous_1f1b", num_stages, num_microbatches)
     fwd, bwd = InstructionKind.FORWARD, InstructionKind.BACKWARD
@@ -308,6 +318,14 @@ def gpipe(num_stages: int, num_microbatches: int) -> PipelineSchedule:
     Args:
         num_stages: Pipeline stages ``S``.
         num_microbatches: Microbatches ``M``.
+
+    Raises:
+        ZeusConfigError: A size is not a positive integer.
+
+    Example:
+        >>> print(gpipe(2, 2).to_text())
+        stage 0: F0 F1 B0 B1
+        stage 1: F0 F1 B0 B1
     """
     _check_sizes("gpipe", num_stages, num_microbatches)
     fwd, bwd = InstructionKind.FORWARD, InstructionKind.BACKWARD
@@ -325,13 +343,8 @@ def interleaved_1f1b(
     """Interleaved 1F1B (Megatron-core virtual pipeline; torch ``ScheduleInterleaved1F1B``).
 
     Each stage holds ``C`` model chunks; chunk ``c`` of stage ``s`` is virtual stage ``c·S + s``.
-    Ranks walk "virtual microbatches" ``k = 0 .. M·C − 1``: microbatches in groups of ``N``
-    (Megatron's ``microbatch_group_size_per_vp_stage``, default ``S``), each group run on chunk 0,
-    then chunk 1, ... (forwards; backwards in reverse chunk order). With ``N = S`` that is chunk
-    ``(k // S) mod C`` of microbatch ``(k // (S·C))·S + k mod S``. Stage ``s`` first runs
-    ``2(S − s − 1) + (C − 1)·N`` warm-up forwards, then alternates forward/backward, then drains
-    the backwards: the order of Megatron-core's ``forward_backward_pipelining_with_interleaving``,
-    as :mod:`zeus_integrations.pipeline.megatron` observes it.
+    The order is Megatron-core's ``forward_backward_pipelining_with_interleaving``, described in
+    docs/optimizers/perseus.md ("Schedules").
 
     Args:
         num_stages: Pipeline stages ``S`` (ranks).
@@ -342,6 +355,11 @@ def interleaved_1f1b(
     Raises:
         ZeusConfigError: Bad sizes, or sizes Megatron-core rejects: ``N`` outside ``[S, M]``, or
             ``M mod N`` between 1 and ``S − 1`` (with the default ``N``: ``M`` not a multiple of ``S``).
+
+    Example:
+        >>> print(interleaved_1f1b(2, 2, num_chunks=2).to_text())
+        stage 0: F0 F1 F0c1 F1c1 B0c1 B1c1 B0 B1
+        stage 1: F0 F1 F0c1 B0c1 F1c1 B1c1 B0 B1
     """
     _check_sizes("interleaved_1f1b", num_stages, num_microbatches)
     S, M, C = num_stages, num_microbatches, num_chunks
@@ -377,17 +395,20 @@ def interleaved_1f1b(
 def zero_bubble_1f1b(num_stages: int, num_microbatches: int) -> PipelineSchedule:
     """1F1B with the backward split as in zero-bubble pipelines (Qi et al., ICLR 2024).
 
-    The backward is split into ``I`` (gradient of the inputs, which the previous stage waits
-    for) and ``W`` (gradient of the weights, which nobody waits for). Stage ``s`` runs 1F1B with
-    ``I`` in place of ``B`` and each ``W`` after its ``I``, delaying the first ``S − s − 1``
-    weight instructions to the drain. Gradients travel back after ``I`` alone, so the iteration is
-    never longer than 1F1B's; the exact zero-bubble orders of torch's
-    ``ScheduleInterleavedZeroBubble`` / ``ScheduleZBVZeroBubble`` are planned as observed by
-    :class:`~.runtime.PerseusRuntime` (no builder needed).
+    The backward becomes ``I`` (input gradient, which the previous stage waits for) and ``W``
+    (weight gradient, which nobody waits for), so the iteration is never longer than 1F1B's.
 
     Args:
         num_stages: Pipeline stages ``S``.
         num_microbatches: Microbatches ``M``.
+
+    Raises:
+        ZeusConfigError: A size is not a positive integer.
+
+    Example:
+        >>> print(zero_bubble_1f1b(2, 2).to_text())
+        stage 0: F0 F1 I0 I1 W0 W1
+        stage 1: F0 I0 W0 F1 I1 W1
     """
     _check_sizes("zero_bubble_1f1b", num_stages, num_microbatches)
     fwd, inp, wgt = SPLIT_BACKWARD
@@ -441,6 +462,10 @@ def make_schedule(name: str, num_stages: int, num_microbatches: int, num_chunks:
 
     Raises:
         ZeusConfigError: ``name`` is not registered, or chunks given for a schedule without them.
+
+    Example:
+        >>> make_schedule("interleaved-1f1b", 2, 4, num_chunks=2).num_instructions
+        32
     """
     key = name.lower()
     try:
@@ -448,7 +473,7 @@ def make_schedule(name: str, num_stages: int, num_microbatches: int, num_chunks:
     except KeyError:
         raise ZeusConfigError(
             f"Unknown pipeline schedule {name!r}; choose one of {sorted(SCHEDULES)} or register a "
-            "builder in zeus_core.optimizer.pipeline_frequency.schedule.SCHEDULES."
+            "builder in zeus_core.optimizer.pipeline_frequency.SCHEDULES."
         ) from None
     if key in _CHUNKED:
         return builder(num_stages, num_microbatches, num_chunks)

@@ -1,30 +1,8 @@
 """Blocking power: what a GPU draws while it waits on pipeline communication, W.
 
-Every GPU-second of an iteration that is not spent computing is spent blocked (in a receive, or
-waiting for the iteration to end). The planner charges that time at the *blocking power*, so it
-is part of every energy it optimises and reports; charging it at 0 W would make idle time free,
-overstate savings and move the least-energy plan. This module picks the figure in one place, in
-this order:
-
-1. a value the user gives (``--blocking-power`` / ``PlanSettings(blocking_power_w=...)``);
-2. the value measured while profiling (:meth:`~.profiler.InstructionProfiler.blocking_power_w`,
-   saved in ``profile.json`` beside ``profile.csv``);
-3. the GPU's idle power from :data:`IDLE_POWER_W` (by product name), or a simulated GPU's own
-   model (``SimulatedGPU.behavior.idle_power_w``).
-
-With none of these, :func:`resolve_blocking_power` raises an error that names the three fixes.
-
-Sources of :data:`IDLE_POWER_W`: the 70 W that Perseus measured on A100s blocked in NCCL P2P
-(zeus ``examples/pipeline_frequency_optimizer``: ``profile_p2p.py`` and the ``--p2p-power``
-default of ``run_optimization.py``), and for other GPUs the idle power of the documented DVFS
-models in :class:`zeus_core.testing._simulated_gpu.PhysicalModel` (A40 30 W, H100 70 W). They are
-typical figures; measured ones are better, which is why profiling measures it.
-
-Example:
-    >>> resolve_blocking_power(None, measured_w=None, gpu_name="NVIDIA A100-SXM4-40GB")
-    (70.0, 'documented idle power of NVIDIA A100-SXM4-40GB')
-    >>> resolve_blocking_power(55.0, measured_w=61.2, gpu_name="")
-    (55.0, 'given')
+The planner charges every GPU-second not spent computing at this power, so it is never a silent
+0 W. The order of sources and where the documented figures come from: docs/optimizers/perseus.md
+("Effective energy and blocking power").
 """
 
 from __future__ import annotations
@@ -48,6 +26,10 @@ def idle_power_w(gpu_name: str) -> float | None:
 
     Args:
         gpu_name: The product name, e.g. ``"NVIDIA A100-SXM4-40GB"`` or ``"a100"``.
+
+    Example:
+        >>> idle_power_w("NVIDIA A40"), idle_power_w("a mystery GPU")
+        (30.0, None)
     """
     name = gpu_name.lower()
     for fragment, watts in IDLE_POWER_W.items():
@@ -72,6 +54,12 @@ def resolve_blocking_power(
 
     Raises:
         ZeusConfigError: A value is negative, or none of the three is known.
+
+    Example:
+        >>> resolve_blocking_power(None, measured_w=None, gpu_name="NVIDIA A100-SXM4-40GB")
+        (70.0, 'documented idle power of NVIDIA A100-SXM4-40GB')
+        >>> resolve_blocking_power(55.0, measured_w=61.2, gpu_name="")
+        (55.0, 'given')
     """
     for label, value in (("given", given_w), ("measured while profiling", measured_w)):
         if value is not None:

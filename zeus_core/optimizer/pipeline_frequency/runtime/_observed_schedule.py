@@ -1,10 +1,6 @@
 """The pipeline as the ranks saw it: what each rank reports, and the schedule rank 0 builds from it.
 
-Every rank of a :class:`~.runtime.PerseusRuntime` sends rank 0 a :class:`RankInfo` after its
-discovery iteration (stage, GPU, clocks, the instructions it ran) and a :class:`RankProfile`
-after profiling. Rank 0 turns the infos into the :class:`~.schedule.PipelineSchedule` *as
-observed* (:func:`schedule_of`) and checks plans against the GPUs' clocks. All plain, picklable
-data, so the runtime's collectives carry nothing else.
+Plain, picklable data, so the runtime's collectives carry nothing else.
 """
 
 from __future__ import annotations
@@ -14,9 +10,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.pipeline_frequency.controller import ControlMode
-from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
-from zeus_core.optimizer.pipeline_frequency.schedule import (
+from zeus_core.optimizer.pipeline_frequency._frequency_plan import FrequencyPlan
+from zeus_core.optimizer.pipeline_frequency._schedule import (
     FULL_BACKWARD,
     SCHEDULES,
     SPLIT_BACKWARD,
@@ -26,6 +21,7 @@ from zeus_core.optimizer.pipeline_frequency.schedule import (
     interleaved_1f1b,
     make_schedule,
 )
+from zeus_core.optimizer.pipeline_frequency.runtime._controller import ControlMode
 
 __all__ = [
     "RankInfo",

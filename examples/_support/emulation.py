@@ -1,23 +1,13 @@
-"""Run a pipeline on the CPU as if on GPUs: simulated GPU work, local ranks, and a measured comparison.
+"""Run a pipeline on the CPU as if on GPUs: simulated GPU work, local ranks, a measured comparison.
 
-What the Perseus examples (``examples/perseus_*.py``) and tests need to show real savings on a
-machine without GPUs:
-
-* :class:`GpuWork`: a ``torch.nn.Module`` that keeps a
-  :class:`~zeus_core.testing._pipeline_gpu.SimulatedPipelineGPU` busy for
-  one instruction's :class:`~zeus_core.testing._pipeline_gpu.InstructionWork`
-  in forward, and for the backward's work in backward (by default twice the forward's), at the
-  clock the GPU runs at. Put it in each stage's module next to the real (tiny) layers.
-* :func:`spawn_local_ranks`: start ``n`` processes on this machine with a gloo-ready
-  environment (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``/``PORT``, ``LOCAL_RANK``), so an example
-  runs with a plain ``python examples/perseus_torch.py``.
-* :func:`measure_iterations` and :class:`RunComparison`: time and energy of whole iterations
-  over all ranks (a barrier before and after each, so every GPU is charged for the whole
-  iteration, idle time included), and the printed comparison with the highest clocks.
+Support code of the Perseus examples (``examples/perseus_*.py``) and their tests, not part of the
+installed packages: :class:`GpuWork` keeps a ``SimulatedPipelineGPU`` busy for an instruction's
+modelled work, :func:`spawn_local_ranks` starts the ranks of ``python examples/perseus_torch.py``,
+and :func:`compare_with_max_clocks` measures the highest clocks against the applied plan.
 
 Example:
-    >>> from zeus_core.testing import VirtualClock
-    >>> from zeus_core.testing import InstructionWork, SimulatedPipelineGPU
+    >>> import torch
+    >>> from zeus_core.testing import InstructionWork, SimulatedPipelineGPU, VirtualClock
     >>> gpu = SimulatedPipelineGPU("a40", clock=VirtualClock())
     >>> layer = GpuWork(gpu, InstructionWork(0.010, 0.002))
     >>> x = torch.ones(2, requires_grad=True)
@@ -37,12 +27,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Sequence
 
 import torch
+import torch.distributed as dist
 
-from zeus_core import distributed
+from zeus_core import ZeusMonitor
 from zeus_core.exceptions import ZeusError
-from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
-from zeus_core.optimizer.pipeline_frequency.runtime import PerseusRuntime
+from zeus_core.optimizer.pipeline_frequency import FrequencyPlan, PerseusRuntime
 from zeus_core.testing import InstructionWork, SimulatedPipelineGPU
 
 __all__ = [
@@ -152,6 +141,14 @@ class IterationStats:
     simulated: bool
 
 
+def _all_reduce(value: float, op: Any) -> float:
+    """``value`` reduced over all ranks with ``op`` (a ``torch.distributed.ReduceOp``)."""
+    device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+    tensor = torch.tensor([float(value)], dtype=torch.float64, device=device)
+    dist.all_reduce(tensor, op=op)
+    return float(tensor.item())
+
+
 def measure_iterations(
     step: Callable[[], None], gpu: Any, iterations: int, name: str, warmup: int = 3
 ) -> IterationStats:
@@ -177,13 +174,13 @@ def measure_iterations(
         step()
     try:
         for i in range(iterations):
-            distributed.all_reduce([0.0])  # a barrier: every rank starts and ends together
+            dist.barrier()  # every rank starts and ends together
             monitor.begin_window(f"{name}{i}")
             step()
-            distributed.all_reduce([0.0])
+            dist.barrier()
             m = monitor.end_window(f"{name}{i}")
-            times.append(distributed.all_reduce([m.time], "max")[0])
-            energies.append(distributed.all_reduce([m.gpu_total_energy], "sum")[0])
+            times.append(_all_reduce(m.time, dist.ReduceOp.MAX))
+            energies.append(_all_reduce(m.gpu_total_energy, dist.ReduceOp.SUM))
     finally:
         monitor.close()
     return IterationStats(statistics.median(times), statistics.median(energies), iterations, gpu.simulated)

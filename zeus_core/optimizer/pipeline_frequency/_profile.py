@@ -1,16 +1,7 @@
 """Instruction profiles: time and energy of each (stage, instruction type) per GPU SM clock.
 
-The CSV form has one row per measurement, with the header ``stage,instruction,frequency,time,energy``
-(instruction ``forward``/``backward``; frequency in MHz, time in s, energy in J). Rows that repeat a
-``(stage, instruction, frequency)`` are averaged, so a profiler may append repeated measurements.
-
-Example:
-    >>> prof = InstructionProfile.from_rows([
-    ...     (0, "forward", 1410, 0.010, 3.0), (0, "forward", 1200, 0.011, 2.6),
-    ...     (0, "backward", 1410, 0.020, 6.0), (0, "backward", 1200, 0.022, 5.2),
-    ... ])
-    >>> prof.stages, [m.frequency_mhz for m in prof.get(0, "forward")]
-    ([0], [1410, 1200])
+The CSV form (header ``stage,instruction,frequency,time,energy``; MHz, s, J; repeated rows
+averaged) and its metadata file are described in docs/optimizers/perseus.md ("Profiles").
 """
 
 from __future__ import annotations
@@ -25,7 +16,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from zeus_core.exceptions import ZeusProfileError
-from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind, PipelineSchedule
+from zeus_core.optimizer.pipeline_frequency._schedule import InstructionKind, PipelineSchedule
 
 __all__ = ["ProfileMeasurement", "InstructionProfile", "PROFILE_CSV_HEADER"]
 
@@ -43,6 +34,10 @@ class ProfileMeasurement:
         frequency_mhz: Locked SM clock, MHz.
         time_s: Duration of the instruction, s.
         energy_j: GPU energy of the instruction, J.
+
+    Example:
+        >>> ProfileMeasurement(1410, time_s=0.010, energy_j=3.0).power_w
+        300.0
     """
 
     frequency_mhz: int
@@ -68,6 +63,14 @@ class InstructionProfile:
 
     Raises:
         ZeusProfileError: A time or energy is not a positive finite number, or a list is empty.
+
+    Example:
+        >>> prof = InstructionProfile.from_rows([
+        ...     (0, "forward", 1410, 0.010, 3.0), (0, "forward", 1200, 0.011, 2.6),
+        ...     (0, "backward", 1410, 0.020, 6.0), (0, "backward", 1200, 0.022, 5.2),
+        ... ])
+        >>> prof.stages, [m.frequency_mhz for m in prof.get(0, "forward")]
+        ([0], [1410, 1200])
     """
 
     def __init__(
@@ -138,7 +141,7 @@ class InstructionProfile:
         """Read a profile CSV (header ``stage,instruction,frequency,time,energy``).
 
         A metadata file beside it with the same stem (``profile.json`` for ``profile.csv``, as
-        :class:`~.runtime.PerseusRuntime` writes) supplies the GPU name, the measured blocking
+        ``PerseusRuntime`` writes) supplies the GPU name, the measured blocking
         power and the simulated flag where present.
 
         Raises:

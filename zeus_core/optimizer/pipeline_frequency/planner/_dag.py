@@ -1,18 +1,7 @@
 """The computation DAG of one pipeline iteration, and longest-path arithmetic on it.
 
-Nodes are the schedule's :class:`~.schedule.Instruction` s (activity on node); an edge ``a → b``
-means ``b`` cannot start before ``a`` ends: program order within a stage, and the data
-dependencies between stages. The DAG is kept both as a :class:`networkx.DiGraph` (for users,
-plots and checks) and as integer arrays in topological order, grouped into topological levels,
-so that longest paths over thousands of instructions take a few vectorised numpy calls per level.
-
-Example:
-    >>> from zeus_core.optimizer.pipeline_frequency.schedule import synchronous_1f1b
-    >>> dag = PipelineDAG(synchronous_1f1b(2, 2))
-    >>> dag.num_nodes, dag.graph.number_of_edges()
-    (8, 10)
-    >>> dag.longest_path([1.0] * 8)  # every instruction takes 1 s
-    6.0
+Kept as a networkx graph and as level-grouped numpy arrays, so longest paths over thousands of
+instructions are a few vectorised calls (docs/optimizers/perseus.md, "The iteration's DAG").
 """
 
 from __future__ import annotations
@@ -23,7 +12,7 @@ import networkx as nx  # type: ignore[import-untyped]
 import numpy as np
 
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.pipeline_frequency.schedule import Instruction, PipelineSchedule
+from zeus_core.optimizer.pipeline_frequency._schedule import Instruction, PipelineSchedule
 
 __all__ = ["PipelineDAG"]
 
@@ -46,6 +35,14 @@ class PipelineDAG:
     Raises:
         ZeusConfigError: The schedule deadlocks (its dependencies contain a cycle); the message
             shows the cycle.
+
+    Example:
+        >>> from zeus_core.optimizer.pipeline_frequency import synchronous_1f1b
+        >>> dag = PipelineDAG(synchronous_1f1b(2, 2))
+        >>> dag.num_nodes, dag.graph.number_of_edges()
+        (8, 10)
+        >>> dag.longest_path([1.0] * 8)  # every instruction takes 1 s
+        6.0
     """
 
     def __init__(self, schedule: PipelineSchedule) -> None:

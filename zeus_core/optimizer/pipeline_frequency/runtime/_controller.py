@@ -1,32 +1,7 @@
 """FrequencyController: lock a GPU's SM clock per instruction without stalling the training thread.
 
-Setting a locked clock through NVML takes from a fraction of a millisecond to several
-milliseconds, which would add up over the hundreds of instructions of a pipeline iteration. The
-controller therefore hands every request to a worker thread through a one-slot queue that keeps
-only the *latest* request (a burst of requests collapses into the last one) and skips a request
-equal to the clock already set. :meth:`FrequencyController.request` never waits on the GPU.
-
-The clocks found at start are put back by a :class:`~zeus_core.settings.SettingsGuard` (the one
-restore path of Zeus Suite), run from :meth:`~FrequencyController.close` (normal end and
-exceptions, also as a context manager), at interpreter exit, and on SIGTERM/SIGINT; signals that
-arrive during the restore wait until it is done. A GPU that cannot report its locked clocks
-(NVIDIA: NVML has no query) is unlocked instead, and the guard says so. The worker thread stops
-before the restore: a clock change in flight finishes, none starts after.
-
-With ``mode="measure"`` nothing on the GPU changes: requests are only recorded, so a plan can be
-dry-run and inspected.
-
-Example:
-    >>> from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
-    >>> gpu = SimulatedGPU(PhysicalModel.a40(), clock=VirtualClock())
-    >>> with FrequencyController(gpu) as ctl:
-    ...     ctl.request(1200)
-    ...     ctl.request(900)            # coalesces with 1200 if the worker has not run yet
-    ...     applied = ctl.wait()
-    ...     gpu.locked_sm_frequency
-    900
-    >>> gpu.locked_sm_frequency is None  # restored on close
-    True
+A worker thread applies only the latest request; the clocks found at start are restored on every
+exit path (docs/optimizers/perseus.md, "The frequency controller").
 """
 
 from __future__ import annotations
@@ -56,6 +31,10 @@ class ControlMode(str, enum.Enum):
     Attributes:
         CONTROL: Lock the GPU's SM clock (needs admin rights on real GPUs).
         MEASURE: Only record the request; the GPU is never touched.
+
+    Example:
+        >>> ControlMode.parse("measure")
+        <ControlMode.MEASURE: 'measure'>
     """
 
     CONTROL = "control"
@@ -82,6 +61,10 @@ class FrequencyRequest:
         time_s: Wall-clock time of the request, s.
         frequency_mhz: Requested SM clock, MHz.
         tag: What the clock is for (e.g. ``"stage1:B3"``), for traces.
+
+    Example:
+        >>> FrequencyRequest(time_s=0.0, frequency_mhz=1410, tag="stage0:F0").frequency_mhz
+        1410
     """
 
     time_s: float
@@ -97,6 +80,10 @@ class FrequencyChange:
         time_s: Wall-clock time the change completed, s.
         frequency_mhz: The locked SM clock, MHz; ``None`` for the final restore of the clocks found at start.
         latency_s: Time from the request to the completed change, s.
+
+    Example:
+        >>> FrequencyChange(time_s=1.0, frequency_mhz=None, latency_s=0.002).frequency_mhz is None  # restored
+        True
     """
 
     time_s: float
@@ -120,10 +107,19 @@ class FrequencyController:
         changes: Recent :class:`FrequencyChange` s, oldest first (empty in measure mode).
 
     Example:
-        >>> from zeus_core.testing import PhysicalModel, SimulatedGPU
-        >>> ctl = FrequencyController(SimulatedGPU(PhysicalModel.a40()), mode="measure")
-        >>> ctl.start(); ctl.request(1410, tag="stage0:F0"); ctl.close()
-        >>> [(r.frequency_mhz, r.tag) for r in ctl.requests], list(ctl.changes)
+        >>> from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
+        >>> gpu = SimulatedGPU(PhysicalModel.a40(), clock=VirtualClock())
+        >>> with FrequencyController(gpu) as ctl:
+        ...     ctl.request(1200)
+        ...     ctl.request(900)            # coalesces with 1200 if the worker has not run yet
+        ...     applied = ctl.wait()
+        ...     gpu.locked_sm_frequency
+        900
+        >>> gpu.locked_sm_frequency is None  # restored on close
+        True
+        >>> dry = FrequencyController(gpu, mode="measure")
+        >>> dry.start(); dry.request(1410, tag="stage0:F0"); dry.close()
+        >>> [(r.frequency_mhz, r.tag) for r in dry.requests], list(dry.changes)
         ([(1410, 'stage0:F0')], [])
     """
 

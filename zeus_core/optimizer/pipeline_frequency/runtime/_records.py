@@ -1,79 +1,28 @@
-"""The runtime's plain data: its phases, what it records, and the protocol the pipeline hooks drive.
-
-Phases are small frozen dataclasses; :class:`~.runtime.PerseusRuntime` changes phase in one place
-(after an iteration, on every rank together)::
-
-    Discovering(n) -> Discovering(n - 1) -> ... -> Discovering(1)
-    Discovering(1) -> Applying(plan)            a plan is given, saved, or planned from a saved profile
-                   -> Profiling(0, 0)           otherwise
-    Profiling(i, k) -> Profiling(i, k + 1)      more iterations at clock i
-                    -> Profiling(i + 1, 0)      next clock (some rank still improves)
-                    -> Applying(plan)           every rank is done; rank 0 planned
-"""
+"""What a pipeline hook reports to the runtime, and what the runtime records of each iteration."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Protocol, Union, runtime_checkable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
-from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
-from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind
+from zeus_core.optimizer.pipeline_frequency._schedule import InstructionKind
 
-__all__ = [
-    "Discovering",
-    "Profiling",
-    "Applying",
-    "RuntimePhase",
-    "InstructionListener",
-    "InstructionRecord",
-    "IterationRecord",
-]
-
-
-@dataclass(frozen=True)
-class Discovering:
-    """Warm-up iterations, run untouched; the last one records the stage's instruction order.
-
-    Next: :class:`Profiling`, or :class:`Applying` when a plan is given, saved or made from a saved profile.
-    """
-
-    remaining: int
-    name: str = field(default="discovering", init=False)
-
-
-@dataclass(frozen=True)
-class Profiling:
-    """Sweeping clocks: iteration ``iteration`` at clock number ``index`` of this rank's sweep.
-
-    ``measuring`` is ``False`` once this rank's own sweep is over while other ranks continue.
-    Next: the next clock, or :class:`Applying` when every rank is done.
-    """
-
-    index: int
-    iteration: int
-    measuring: bool = True
-    name: str = field(default="profiling", init=False)
-
-
-@dataclass(frozen=True)
-class Applying:
-    """Running the plan (final)."""
-
-    plan: FrequencyPlan
-    name: str = field(default="applying", init=False)
-
-
-RuntimePhase = Union[Discovering, Profiling, Applying]
+__all__ = ["InstructionListener", "InstructionRecord", "IterationRecord"]
 
 
 @runtime_checkable
 class InstructionListener(Protocol):
-    """What a pipeline hook (:mod:`zeus_integrations.pipeline`) drives; :class:`PerseusRuntime` is one.
+    """What a pipeline hook (:mod:`zeus_integrations.pipeline`) drives; ``PerseusRuntime`` is one.
 
     A hook calls :meth:`set_pipeline` when it attaches, brackets each training iteration with
-    :meth:`begin_iteration` / :meth:`end_iteration`, and each forward or backward instruction with
+    :meth:`begin_iteration` / :meth:`end_iteration`, and each instruction with
     :meth:`begin_instruction` / :meth:`end_instruction` (after the instruction's inputs arrived).
-    Instructions outside an iteration (evaluation) are ignored by the listener.
+    Instructions outside an iteration (evaluation) are ignored.
+
+    Example:
+        >>> from zeus_core.optimizer.pipeline_frequency.runtime import PerseusRuntime
+        >>> isinstance(PerseusRuntime(mode="measure"), InstructionListener)
+        True
     """
 
     def set_pipeline(
@@ -107,6 +56,10 @@ class InstructionRecord:
         microbatch: Microbatch index.
         frequency_mhz: Clock requested for it, MHz (``None`` during discovery: not controlled).
         virtual_stage: The model chunk's virtual stage (this stage, unless interleaved).
+
+    Example:
+        >>> InstructionRecord(InstructionKind.BACKWARD, 3, 1410).short_name
+        'B3'
     """
 
     kind: InstructionKind
@@ -131,6 +84,11 @@ class IterationRecord:
         time_s: Duration, s (0 if it failed).
         energy_j: This rank's GPU energy, J.
         simulated: Whether the GPU is simulated.
+
+    Example:
+        >>> record = IterationRecord(0, "discovering", (), 0.31, 95.0, simulated=True)
+        >>> record.energy_j / record.time_s > 300  # average power, W
+        True
     """
 
     index: int

@@ -1,42 +1,8 @@
 """Phillips–Dessouky time–cost frontier with exact long steps and warm-started flows.
 
-The problem: every instruction ``i`` of the DAG takes an integer duration ``d_i`` (quanta) in
-``[min_i, max_i]`` at a convex, non-increasing cost ``c_i(d_i)``; for each iteration time ``T``
-find durations whose longest path is ``T`` at the least total cost. Starting from every
-instruction at its slowest, each step shortens the DAG at the least marginal cost, found as a
-minimum s–t cut of the *critical* sub-DAG (Phillips & Dessouky, 1977). Instruction ``i`` is an
-edge ``in_i → out_i`` whose flow must lie in ``[lb_i, ub_i]``: ``ub_i`` is what shortening it by
-one quantum costs (∞ at ``min_i``) and ``lb_i`` what lengthening it by one saves (0 at ``max_i``).
-Edges crossing the cut forwards are shortened, edges crossing it backwards with ``lb > 0`` are
-lengthened, and the cut's value is the marginal cost per quantum.
-
-Why every frontier point is optimal: the max flow ``f`` is a dual certificate (flow on an edge
-lies between the savings on either side of its duration, and only edges on longest paths carry
-flow), so the durations are optimal for the linear relaxation at that time; the constraint
-matrix is a network matrix, so the integral durations are optimal among integral ones too.
-
-Why a step of one quantum always exists: give every critical event node its earliest time, minus
-one on the sink side of the cut. Shortened edges cross forwards and lose one quantum; lengthened
-edges cross backwards and gain one; every other critical edge keeps its length and side; an edge
-into a critical node from off the longest paths has at least one quantum of slack. So the new
-durations fit in ``T − 1``, and flow paths (which cross the cut exactly once) have exactly that
-length.
-
-Exactness and speed-ups (each keeps the result identical to one-quantum-at-a-time PD on the same
-integer model; the tests check against brute force, an LP and the one-quantum solver):
-
-* **Integer costs.** Per-quantum savings are integers in a cost unit (J) chosen so that the sum
-  of all finite capacities is below 2**28 and "infinity" is 2**30: every flow fits scipy's
-  32-bit capacities, max flow is exact, and an infinite cut is recognised without tolerances.
-  The model this solves is the fitted model with each per-quantum saving rounded to the unit.
-* **Warm starts.** The flow that certified the previous step is still feasible for the new
-  bounds (see below), so each step runs one max flow in that flow's residual graph instead of
-  lowtime's two (feasibility, then maximisation) from scratch.
-* **Long steps.** The cut is applied ``k`` quanta at once for the largest ``k`` over which the
-  flow stays an optimality certificate: every cut edge stays on one linear piece of its cost
-  (its per-quantum saving is unchanged), and no path overtakes the shrinking critical paths
-  (``k`` found exactly by Newton's method on the parametric longest path). All integer times in
-  between are frontier points, reconstructed from the step.
+From every instruction at its slowest, each step shortens the DAG at the least marginal cost, a
+minimum cut of the critical sub-DAG. Why each point is optimal, and why integer costs, warm starts
+and long steps keep it so: docs/optimizers/perseus.md ("The frontier: iterated minimum cuts").
 """
 
 from __future__ import annotations
@@ -49,8 +15,12 @@ from typing import Sequence
 import numpy as np
 
 from zeus_core.exceptions import ZeusError
-from zeus_core.optimizer.pipeline_frequency.dag import PipelineDAG
-from zeus_core.optimizer.pipeline_frequency.mincut import FlowBackend, ResidualGraph, default_backend
+from zeus_core.optimizer.pipeline_frequency.planner._dag import PipelineDAG
+from zeus_core.optimizer.pipeline_frequency.planner._max_flow import (
+    FlowBackend,
+    ResidualGraph,
+    default_backend,
+)
 
 __all__ = ["IntegerCostTable", "SolverStep", "SolverResult", "CutNetwork", "solve_frontier"]
 
@@ -274,7 +244,7 @@ def solve_frontier(
         table: Integer cost model.
         long_steps: Apply each cut for as many quanta as stay optimal (``False``: one quantum
             per cut, as lowtime does; for tests and comparisons).
-        backend: Max-flow back end (see :mod:`.mincut`).
+        backend: Max-flow back end (``"scipy"`` or ``"networkx"``; default: scipy if installed).
         check_invariants: Verify the flow certificate after every step (slower; for tests).
         checkpoint_every: Keep full durations every this many steps (fast reconstruction).
         stop_at: Stop once the longest path is at most this many quanta (``None``: go down to
