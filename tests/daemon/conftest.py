@@ -24,6 +24,23 @@ def start_daemon() -> Iterator[Callable[..., Daemon]]:
         daemon.stop()
 
 
+@pytest.fixture(scope="module")
+def _module_daemon() -> Iterator[Daemon]:
+    daemon = Daemon(gpus=1).start()
+    yield daemon
+    daemon.stop()
+
+
+@pytest.fixture
+def daemon(_module_daemon: Daemon) -> Iterator[Daemon]:
+    """A one-GPU daemon shared by a test module; each test must leave it as it found it (checked)."""
+    yield _module_daemon
+    _module_daemon.wait_settings(
+        lambda s: s == [(300000, None, None, False)], 5.0, "the GPU back after the test"
+    )
+    _module_daemon.wait_no_leases()
+
+
 @pytest.fixture(autouse=True)
 def _no_daemon_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("ZEUSD_SOCK_PATH", "ZEUSD_HOST_PORT", "ZEUSD_TOKEN"):

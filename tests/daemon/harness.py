@@ -165,7 +165,9 @@ class Daemon:
 
     def wait_no_leases(self, timeout_s: float = 5.0) -> None:
         """Poll the journal until it holds no open lease (a restore writes the GPU, then closes the lease)."""
-        wait_for(lambda: self.open_leases() == 0, timeout_s, f"no open lease in the journal\n{self.read_log()}")
+        wait_for(
+            lambda: self.open_leases() == 0, timeout_s, f"no open lease in the journal\n{self.read_log()}"
+        )
 
     def wait_settings(
         self, expected: Callable[[list[tuple[Any, ...]]], bool], timeout_s: float, what: str
@@ -185,10 +187,13 @@ class Client:
         daemon: The daemon (its socket and fake GPUs).
         args: The client's mode and arguments (see tests/daemon/client.py).
         user: Run as this uid (and gid) with ``setpriv``; None: as the test.
+        module: The client's module (default: tests/daemon/client.py).
     """
 
-    def __init__(self, daemon: Daemon, *args: str, user: int | None = None) -> None:
-        cmd = [sys.executable, "-m", "tests.daemon.client", *args]
+    def __init__(
+        self, daemon: Daemon, *args: str, user: int | None = None, module: str = "tests.daemon.client"
+    ) -> None:
+        cmd = [sys.executable, "-m", module, *args]
         if user is not None:
             cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--clear-groups", *cmd]
         self.proc = subprocess.Popen(

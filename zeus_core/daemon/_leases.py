@@ -184,6 +184,21 @@ class LeaseBook:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def restores(self, holder: Holder | None, change: Change) -> bool:
+        """Whether ``change`` puts back the original value of a lease ``holder`` holds (always allowed)."""
+        lease = self._leases.get((change.gpu, change.knob))
+        return (
+            holder is not None
+            and lease is not None
+            and holder.key in lease.holders
+            and change.value == lease.original
+        )
+
+    def forget_if_idle(self, holder: Holder | None) -> None:
+        """Stop watching ``holder`` if it holds no lease (after a refused request)."""
+        if holder is not None:
+            self._forget_if_idle(holder.key)
+
     def _forget_if_idle(self, key: str) -> None:
         holder = self._holders.get(key)
         if holder is None or any(key in lease.holders for lease in self._leases.values()):

@@ -17,7 +17,7 @@ from aiohttp import web
 from zeus_core.daemon._app import PRINCIPAL, STATE, DaemonState, errors, holder_for
 from zeus_core.daemon._config import Knob
 from zeus_core.daemon._hardware import ManagedGpu, status_of
-from zeus_core.daemon._leases import Change, RequestErrors, normalize
+from zeus_core.daemon._leases import Change, Holder, RequestErrors, normalize
 from zeus_core.daemon._models import (
     CpuEnergyQuery,
     CpuReadQuery,
@@ -80,22 +80,37 @@ def _write_handler(name: str) -> Callable[[web.Request], Any]:
                 raise Refusal(400, f"GPU index {i} does not exist.")
         who: Principal = request[PRINCIPAL]
         changes = [Change(i, knob, normalize(knob, value)) for i in ids for knob, value in knobs(query)]
-        for c in changes:  # any refusal refuses the whole request: nothing changes
-            state.policy.check_change(who, c.gpu, c.knob, c.value)
-        bad: dict[int, tuple[int, str]] = {}
-        for c in changes:
-            try:
-                gpus[c.gpu].check(c.knob, c.value)
-            except ZeusError as e:
-                bad.setdefault(c.gpu, (status_of(e), str(e)))
-        if bad:
-            raise RequestErrors(bad)
         holder = await holder_for(request, who, state.book)
+        try:
+            _check(state, who, holder, changes)
+        except (Refusal, RequestErrors):
+            state.book.forget_if_idle(holder)
+            raise
         await state.book.change(holder, changes, query.block, f"{who.describe()} via {who.via}")
         return web.Response()
 
     handle.__name__ = f"{name}_handler"
     return handle
+
+
+def _check(state: DaemonState, who: Principal, holder: Holder | None, changes: list[Change]) -> None:
+    """Refuse the whole request, before anything changes, if the grants or a GPU refuse any part.
+
+    Putting back the value a caller's own lease restores is always allowed (it undoes the caller's change),
+    even where the grant's range would not allow that value.
+    """
+    for c in changes:
+        if not state.book.restores(holder, c):
+            state.policy.check_change(who, c.gpu, c.knob, c.value)
+    bad: dict[int, tuple[int, str]] = {}
+    gpus = _gpus(state)
+    for c in changes:
+        try:
+            gpus[c.gpu].check(c.knob, c.value)
+        except ZeusError as e:
+            bad.setdefault(c.gpu, (status_of(e), str(e)))
+    if bad:
+        raise RequestErrors(bad)
 
 
 def _read_handler(
