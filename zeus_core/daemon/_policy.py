@@ -89,6 +89,14 @@ def _knobs(grant: Grant) -> list[Knob]:
     return list(Knob) if grant.settings == "all" else list(grant.settings)
 
 
+def _allowed_ranges(knob: Knob, grants: list[Grant]) -> Any:
+    """``"any"``, or the ``[min, max]`` ranges the grants allow for ``knob``."""
+    spec = _RANGE_FIELD.get(knob)
+    ranges = [getattr(g, spec[0]) for g in grants] if spec else [None]
+    bounded = [list(r) for r in ranges if r is not None]
+    return "any" if len(bounded) < len(ranges) else bounded
+
+
 def _show(knob: Knob, value: Value) -> str:
     if knob is Knob.POWER_LIMIT:
         return f"{value} mW"
@@ -163,43 +171,60 @@ class Policy:
                 f"to add '{group.value}' to the scopes of a grant that names them.",
             )
 
+    def control_grants(self, who: Principal) -> list[Grant] | None:
+        """The grants letting ``who`` change settings; None: no limit (admin, or a token no grant names)."""
+        if self.is_admin(who) or (who.via == "tcp" and not self.grants_for(who)):
+            return None  # for a token, its scopes (checked before) are all there is, as with zeusd
+        return [g for g in self.grants_for(who) if ApiGroup.GPU_CONTROL in g.scopes]
+
     def check_change(self, who: Principal, gpu: int, knob: Knob, value: Value) -> None:
         """Whether ``who`` may set ``knob`` of GPU ``gpu`` to ``value``.
 
+        The grants that name ``who`` are narrowed by GPU, then setting, then range; the first
+        condition that leaves none is the reason given.
+
         Raises:
-            Refusal: 403 naming the first condition no grant meets (GPU, setting or range).
+            Refusal: 403 naming that condition and what the grants allow instead.
         """
-        if self.is_admin(who):
+        grants = self.control_grants(who)
+        if grants is None:
             return
-        grants = [g for g in self.grants_for(who) if ApiGroup.GPU_CONTROL in g.scopes]
-        if who.via == "tcp" and not self.grants_for(who):
-            return  # the token's scopes (checked before) are all there is, as with zeusd
         if not grants:
             raise Refusal(403, self._no_grant(who))
-        on_gpu = [g for g in grants if g.allows_gpu(gpu)]
-        if not on_gpu:
-            allowed = sorted({i for g in grants if g.gpus != "all" for i in g.gpus})
-            raise Refusal(
-                403,
-                f"GPU {gpu} is outside the GPUs granted to {who.describe()} (GPUs {allowed}). Use one of "
-                f"those, or ask the administrator to grant GPU {gpu} in {self.source}.",
-            )
-        for_knob = [g for g in on_gpu if g.allows_knob(knob)]
-        if not for_knob:
-            raise Refusal(
-                403,
-                f"{who.describe()} may not change the {knob.label} of GPU {gpu}: their grants in "
-                f"{self.source} allow {sorted({k.value for g in on_gpu for k in _knobs(g)})}.",
-            )
-        if not any(_in_range(g, knob, value) for g in for_knob):
-            field_name, unit, _ = _RANGE_FIELD[knob]
-            ranges = [getattr(g, field_name) for g in for_knob]
-            shown = ", ".join(f"{lo:g}-{hi:g} {unit}" for lo, hi in ranges)
-            raise Refusal(
-                403,
-                f"{_show(knob, value)} is outside the {knob.label} range granted to {who.describe()} on "
-                f"GPU {gpu} ({shown}). Ask for a value in that range.",
-            )
+        conditions = (
+            (lambda g: g.allows_gpu(gpu), self._outside_gpus),
+            (lambda g: g.allows_knob(knob), self._outside_settings),
+            (lambda g: _in_range(g, knob, value), self._outside_range),
+        )
+        for keeps, refusal in conditions:
+            narrowed = [g for g in grants if keeps(g)]
+            if not narrowed:
+                raise Refusal(403, refusal(who, grants, gpu, knob, value))
+            grants = narrowed
+
+    def _outside_gpus(self, who: Principal, grants: list[Grant], gpu: int, knob: Knob, value: Value) -> str:
+        allowed = sorted({i for g in grants if g.gpus != "all" for i in g.gpus})
+        return (
+            f"GPU {gpu} is outside the GPUs granted to {who.describe()} (GPUs {allowed}). Use one of "
+            f"those, or ask the administrator to grant GPU {gpu} in {self.source}."
+        )
+
+    def _outside_settings(
+        self, who: Principal, grants: list[Grant], gpu: int, knob: Knob, value: Value
+    ) -> str:
+        allowed = sorted({k.value for g in grants for k in _knobs(g)})
+        return (
+            f"{who.describe()} may not change the {knob.label} of GPU {gpu}: their grants in {self.source} "
+            f"allow {allowed}."
+        )
+
+    def _outside_range(self, who: Principal, grants: list[Grant], gpu: int, knob: Knob, value: Value) -> str:
+        field_name, unit, _ = _RANGE_FIELD[knob]
+        shown = ", ".join(f"{lo:g}-{hi:g} {unit}" for lo, hi in (getattr(g, field_name) for g in grants))
+        return (
+            f"{_show(knob, value)} is outside the {knob.label} range granted to {who.describe()} on "
+            f"GPU {gpu} ({shown}). Ask for a value in that range."
+        )
 
     def _no_grant(self, who: Principal) -> str:
         if who.via == "tcp":
@@ -237,16 +262,12 @@ class Policy:
         }
 
     def _gpu_summary(self, who: Principal, gpu: int) -> dict[str, Any]:
-        if self.is_admin(who) or (who.via == "tcp" and not self.grants_for(who)):
+        grants = self.control_grants(who)
+        if grants is None:
             return {k.value: "any" for k in Knob}
-        out: dict[str, Any] = {}
-        grants = [g for g in self.grants_for(who) if ApiGroup.GPU_CONTROL in g.scopes and g.allows_gpu(gpu)]
-        for knob in Knob:
-            allowing = [g for g in grants if g.allows_knob(knob)]
-            if not allowing:
-                continue
-            spec = _RANGE_FIELD.get(knob)
-            ranges = [getattr(g, spec[0]) for g in allowing] if spec else [None]
-            bounded = [list(r) for r in ranges if r is not None]
-            out[knob.value] = "any" if len(bounded) < len(ranges) else bounded
-        return out
+        on_gpu = [g for g in grants if g.allows_gpu(gpu)]
+        return {
+            k.value: _allowed_ranges(k, [g for g in on_gpu if g.allows_knob(k)])
+            for k in Knob
+            if any(g.allows_knob(k) for g in on_gpu)
+        }
