@@ -134,9 +134,8 @@ def _principal(request: web.Request, state: DaemonState) -> Principal | None:
                 "their user id (peer credentials), not by a token.",
             )
         creds = peer_credentials(sock)
-        return Principal(
-            "unix", uid=creds.uid, gid=creds.gid, gids=process_groups(creds.pid, creds.gid), pid=creds.pid
-        )
+        gids = process_groups(creds.pid, creds.gid) if state.policy.uses_groups else frozenset({creds.gid})
+        return Principal("unix", uid=creds.uid, gid=creds.gid, gids=gids, pid=creds.pid)
     if request.path in _OPEN_PATHS:
         return None
     return _tcp_principal(request, state)
@@ -186,10 +185,12 @@ async def holder_for(request: web.Request, who: Principal, book: LeaseBook) -> H
                 400, "The calling process ended before its change could be leased; nothing changed."
             )
         pid, uid = peer.creds.pid, peer.creds.uid
-        command = process_command(pid)
-        return book.process_holder(
-            peer, f"pid {pid} ({user_name(uid)}, uid {uid}" + (f": {command})" if command else ")")
-        )
+
+        def describe() -> str:  # only for a holder the book does not know yet
+            command = process_command(pid)
+            return f"pid {pid} ({user_name(uid)}, uid {uid}" + (f": {command})" if command else ")")
+
+        return book.process_holder(peer, describe)
     session = request.headers.get(SESSION_HEADER)
     if session is None:
         return None

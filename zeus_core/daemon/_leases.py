@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from contextlib import suppress
 from dataclasses import dataclass, field
-from typing import Any, Coroutine
+from typing import Any, Callable, Coroutine
 
 from zeus_core.daemon._config import DaemonConfig, Knob
 from zeus_core.daemon._hardware import Hardware, show_value, status_of
@@ -146,15 +147,16 @@ class LeaseBook:
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # -- holders --------------------------------------------------------------------------------
-    def process_holder(self, peer: PeerProcess, who: str) -> Holder:
-        """The holder for a Unix-socket peer (takes over ``peer.pidfd``: watched, or closed if known)."""
+    def process_holder(self, peer: PeerProcess, describe: Callable[[], str]) -> Holder:
+        """The holder for a Unix-socket peer (takes over ``peer.pidfd``: watched, or closed if known).
+
+        ``describe()`` names a new holder for messages (``"pid 42 (alice, uid 1000: python train.py)"``).
+        """
         holder = self._holders.get(peer.key)
         if holder is not None:
-            import os
-
             os.close(peer.pidfd)
             return holder
-        holder = Holder(peer.key, "process", who, peer.creds.pid, peer.starttime, peer.creds.uid)
+        holder = Holder(peer.key, "process", describe(), peer.creds.pid, peer.starttime, peer.creds.uid)
         holder.watch = ProcessWatch(asyncio.get_running_loop(), peer.pidfd, lambda: self._on_exit(peer.key))
         self._holders[peer.key] = holder
         return holder
@@ -312,6 +314,8 @@ class LeaseBook:
 
     def _journal_steps(self, holder: Holder | None, steps: list[_Step]) -> None:
         """Journal (one fsync'd transaction) and record in memory the openings, joins and leaves."""
+        if holder is None or all(step.action not in ("open", "join", "leave") for step in steps):
+            return  # nothing to journal: a holder changing its own value again, or an unleased change
         with self.journal.transaction():
             for step in steps:
                 c = step.change
@@ -511,8 +515,6 @@ class LeaseBook:
             if pidfd is None:
                 return None
             if process_starttime(row.pid) != row.starttime or not pidfd_alive(pidfd):
-                import os
-
                 os.close(pidfd)
                 return None
             holder = Holder(row.key, "process", row.who, row.pid, row.starttime, row.uid, since=row.since)

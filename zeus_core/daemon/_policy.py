@@ -121,6 +121,8 @@ class Policy:
         self.enabled = enabled
         self.source = source
         self._gids = [g.group_ids() for g in config.grants]
+        self.uses_groups = any(self._gids)
+        """Whether any grant names groups (else a caller's supplementary groups need not be read)."""
 
     # -- matching -------------------------------------------------------------------------------
     def is_admin(self, who: Principal) -> bool:
