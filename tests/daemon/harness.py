@@ -29,6 +29,17 @@ REPO = Path(__file__).resolve().parents[2]
 STARTUP_S = 60.0  # a loaded 2-core machine can take a while to import aiohttp + pydantic
 
 
+def make_rapl(root: Path, package_uj: int = 1_000_000, dram_uj: int = 500_000) -> Path:
+    """A RAPL tree with one package and its DRAM (energy in µJ) under ``root``."""
+    zone = root / "intel-rapl:0"
+    (zone / "intel-rapl:0:0").mkdir(parents=True, exist_ok=True)
+    for d, name, uj in ((zone, "package-0", package_uj), (zone / "intel-rapl:0:0", "dram", dram_uj)):
+        (d / "name").write_text(f"{name}\n")
+        (d / "energy_uj").write_text(f"{uj}\n")
+        (d / "max_energy_range_uj").write_text("262143328850\n")
+    return root
+
+
 def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.02) -> Any:
     """Poll ``predicate`` until it returns something truthy; fail naming ``what`` after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s

@@ -3,24 +3,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from tests.daemon.harness import Daemon, raw
+from tests.daemon.harness import Daemon, make_rapl, raw
 from zeus_core._cli import main
 from zeus_core.daemon import verify_token
 from zeus_core.exceptions import ZeusPermissionError
-
-
-def make_rapl(root: Path, package_uj: int = 1_000_000, dram_uj: int = 500_000) -> Path:
-    zone = root / "intel-rapl:0"
-    (zone / "intel-rapl:0:0").mkdir(parents=True, exist_ok=True)
-    for d, name, uj in ((zone, "package-0", package_uj), (zone / "intel-rapl:0:0", "dram", dram_uj)):
-        (d / "name").write_text(f"{name}\n")
-        (d / "energy_uj").write_text(f"{uj}\n")
-        (d / "max_energy_range_uj").write_text("262143328850\n")
-    return root
 
 
 @pytest.fixture(scope="module")

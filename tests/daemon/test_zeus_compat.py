@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 
-from tests.daemon.harness import Client
+from tests.daemon.harness import Client, make_rapl
 
 A40 = (300000, None, None, False)
 
 
-def test_zeus_client_discovers_sets_reads_and_streams(start_daemon) -> None:
-    daemon = start_daemon(gpus=2)
+def test_zeus_client_discovers_sets_reads_and_streams(start_daemon, tmp_path) -> None:
+    daemon = start_daemon(gpus=2, args=("--rapl-root", str(make_rapl(tmp_path / "rapl"))))
     zeus = Client(daemon, daemon.socket, module="tests.daemon.zeus_client")
     out = json.loads(zeus.expect("RESULT ", timeout_s=120)[len("RESULT ") :])
     assert zeus.finish()[0] == 0
@@ -27,6 +27,7 @@ def test_zeus_client_discovers_sets_reads_and_streams(start_daemon) -> None:
     )
     assert out["gpu_class"] == "ZeusdNVIDIAGPU" and out["zeusd_gpu_limit"] == 200000
     assert out["stream_w"] == {"0": 150.0, "1": 200.0}
+    assert out["cpu_mj"] == 1000.0 and out["cpu_power"] == 0  # 1,000,000 µJ; the counter stands still
     # Zeus never restores: the daemon does, once the Zeus process has ended.
     daemon.wait_settings(lambda s: s == [A40, A40], 5.0, "every setting back after Zeus's process ended")
     daemon.wait_no_leases()

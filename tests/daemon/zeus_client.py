@@ -15,6 +15,7 @@ from tests.daemon.fake_gpus import install_from_env
 
 def main(sock: str) -> None:
     install_from_env()
+    from zeus.device.cpu.rapl import ZeusdRAPLCPU
     from zeus.device.gpu.nvidia import NVIDIAGPUs
     from zeus.monitor.power_streaming import PowerStreamingClient
     from zeus.utils.zeusd import ZeusdClient, ZeusdConfig, require_capabilities
@@ -34,6 +35,8 @@ def main(sock: str) -> None:
     out["power"] = client.get_gpu_power([0, 1]).power_mw
     out["energy"] = client.get_gpu_energy([0])
     out["time"] = client.get_time() > 0
+    out["cpu_mj"] = ZeusdRAPLCPU(0, client).get_total_energy_consumption().cpu_mj  # Zeus's RAPL via cpu-read
+    out["cpu_power"] = client.get_cpu_power().power_mw[0].cpu_mw
     try:
         client.set_power_limit([0], 999999)
     except Exception as e:  # zeusd answers 400; Zeus raises ZeusdError with the text
