@@ -106,3 +106,34 @@ def test_an_unprivileged_process_reads_rapl_through_the_daemon(daemon, monkeypat
     assert (first.cpu_j, first.dram_j) == (1.0, 0.5)
     (daemon.dir / "rapl" / "intel-rapl:0" / "energy_uj").write_text("3500000\n")
     assert cpu.get_energy().cpu_j == 3.5
+
+
+def test_non_blocking_writes_and_reset_locked_clocks(daemon) -> None:
+    status, body = raw(
+        daemon.socket,
+        "POST",
+        "/gpu/set_gpu_locked_clocks?gpu_ids=0,1&min_clock_mhz=900&max_clock_mhz=1200&block=false",
+    )
+    assert (status, body) == (200, None)  # dispatched; journaled before this reply
+    assert (
+        raw(
+            daemon.socket,
+            "POST",
+            "/gpu/set_mem_locked_clocks?gpu_ids=1&min_clock_mhz=810&max_clock_mhz=5001&block=true",
+        )[0]
+        == 200
+    )
+    daemon.wait_settings(
+        lambda s: s[0][1] == (900, 1200) and s[1][1:3] == ((900, 1200), (810, 5001)), 5.0, "locked"
+    )
+    assert raw(daemon.socket, "POST", "/gpu/reset_locked_clocks?gpu_ids=0,1&block=true")[0] == 200
+    # every request came from a new connection of this test process: one holder, whose reset closed its leases
+    assert daemon.settings() == [(300000, None, None, False)] * 2
+    daemon.wait_no_leases()
+    status, body = raw(
+        daemon.socket,
+        "POST",
+        "/gpu/set_mem_locked_clocks?gpu_ids=0&min_clock_mhz=1&max_clock_mhz=2&block=true",
+    )
+    assert status == 400 and "NVML rejected the argument" in body["errors"]["0"]  # the fake's range: 405-7251
+    assert daemon.open_leases() == 0  # the failed write opened no lease

@@ -191,3 +191,28 @@ def test_an_unreachable_daemon_is_reported_not_raised(tmp_path) -> None:
     assert (
         "NOT reachable" in describe_status(status) and "systemctl start zeus-suite-daemon" in status["detail"]
     )
+
+
+def test_a_daemon_gpu_pickles_without_its_connection() -> None:
+    import pickle
+
+    from zeus_core.device._zeusd import client_for
+    from zeus_core.device._zeusd_devices import DaemonGPU
+
+    endpoint = Endpoint(socket_path="/nonexistent.sock")
+    gpu = DaemonGPU(SimulatedGPU(PhysicalModel.a40()), client_for(endpoint), 3)
+    copy = pickle.loads(pickle.dumps(gpu))
+    assert copy.gpu_id == 3 and copy.client is client_for(endpoint) and copy.name == gpu.name
+
+
+def test_control_groups_need_root(monkeypatch) -> None:
+    from zeus_core.daemon._server import _check_privileges
+    from zeus_core.device import privileges
+    from zeus_core.exceptions import ZeusPermissionError
+
+    monkeypatch.setattr(privileges, "has_admin_rights", lambda *a: False)
+    with pytest.raises(
+        ZeusPermissionError, match=r"\['cpu-read', 'gpu-control'\] need root .* --enable gpu-read"
+    ):
+        _check_privileges(ALL)
+    _check_privileges(frozenset({ApiGroup.GPU_READ}))

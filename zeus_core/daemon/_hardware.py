@@ -80,10 +80,13 @@ class ManagedGpu:
             self.cumulative_energy_available = bool(gpu.has_energy_counter)
         except ZeusError:
             self.cumulative_energy_available = False
-        c = gpu.power_limit_constraints()
-        self.min_mw, self.max_mw, self.default_mw = (
-            int(round(w * 1000)) for w in (c.min_w, c.max_w, c.default_w)
-        )
+        self.limits_mw: tuple[int, int] | None = None
+        self._limits_error = ""
+        try:
+            c = gpu.power_limit_constraints()
+            self.limits_mw = (int(round(c.min_w * 1000)), int(round(c.max_w * 1000)))
+        except ZeusError as e:  # served all the same; its power limit cannot be set (zeusd: 400)
+            self._limits_error = str(e)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"zeusd-gpu{gpu_id}")
 
     def _pci_address(self) -> str:
@@ -104,6 +107,16 @@ class ManagedGpu:
         self._executor.shutdown(wait=True)
 
     # -- readings (run on the worker) -----------------------------------------------------------
+    def constraints_mw(self) -> tuple[int, int]:
+        """The settable power-limit range ``(min, max)``, mW.
+
+        Raises:
+            ZeusNotSupportedError: The GPU reports no range (its limit cannot be set).
+        """
+        if self.limits_mw is None:
+            raise ZeusNotSupportedError(f"GPU {self.id} has no settable power limit ({self._limits_error}).")
+        return self.limits_mw
+
     def power_limit_mw(self) -> int:
         """Current power limit, mW."""
         return int(round(self.gpu.get_power_limit() * 1000))
@@ -151,12 +164,15 @@ class ManagedGpu:
 
         Raises:
             ZeusConfigError: Out of the power-limit range, or min above max.
+            ZeusNotSupportedError: The GPU's power limit cannot be set.
         """
-        if knob is Knob.POWER_LIMIT and not self.min_mw <= value <= self.max_mw:
-            raise ZeusConfigError(
-                f"power_limit_mw={value} is outside GPU {self.id}'s range {self.min_mw}-{self.max_mw} mW "
-                f"({self.name}). Pick a limit in that range."
-            )
+        if knob is Knob.POWER_LIMIT:
+            low, high = self.constraints_mw()
+            if not low <= value <= high:
+                raise ZeusConfigError(
+                    f"power_limit_mw={value} is outside GPU {self.id}'s range {low}-{high} mW "
+                    f"({self.name}). Pick a limit in that range."
+                )
         if (
             knob in (Knob.GPU_LOCKED_CLOCKS, Knob.MEM_LOCKED_CLOCKS)
             and value is not None

@@ -105,11 +105,12 @@ class Journal:
                 f"journal {self.path} is in use by another zeus-suite daemon. Stop it first, or give this "
                 "one its own --journal."
             ) from None
+        os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))  # the WAL files take the db's mode
+        os.chmod(self.path, 0o600)
         self._db = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         self._db.executescript(_SCHEMA)
-        os.chmod(self.path, 0o600)
         self._depth = 0
 
     def close(self) -> None:

@@ -113,15 +113,11 @@ def _check(state: DaemonState, who: Principal, holder: Holder | None, changes: l
         raise RequestErrors(bad)
 
 
-def _read_handler(
-    read: Callable[[ManagedGpu], dict[str, Any]], on_worker: bool = True
-) -> Callable[[web.Request], Any]:
+def _read_handler(read: Callable[[ManagedGpu], dict[str, Any]]) -> Callable[[web.Request], Any]:
     async def handle(request: web.Request) -> web.StreamResponse:
         state = request.app[STATE]
         gpus = _gpus(state)
         ids = resolve_ids(_query(GpuReadQuery, request).gpu_ids, sorted(gpus), "GPU")
-        if not on_worker:
-            return web.json_response({str(i): read(gpus[i]) for i in ids})
         results = await asyncio.gather(*(gpus[i].call(read, gpus[i]) for i in ids), return_exceptions=True)
         return _collect(ids, results, lambda out: web.json_response({str(i): r for i, r in zip(ids, out)}))
 
@@ -239,9 +235,7 @@ def add_routes(app: web.Application) -> None:
     )
     app.router.add_get(
         "/gpu/get_power_limit_constraints",
-        _read_handler(
-            lambda g: {"min_power_limit_mw": g.min_mw, "max_power_limit_mw": g.max_mw}, on_worker=False
-        ),
+        _read_handler(lambda g: dict(zip(("min_power_limit_mw", "max_power_limit_mw"), g.constraints_mw()))),
     )
     app.router.add_get(
         "/gpu/get_persistence_mode", _read_handler(lambda g: {"enabled": g.persistence_mode()})
