@@ -12,17 +12,19 @@ Modes:
     try WATTS [GPU]: set once; prints ``OK`` or ``ERROR <message>`` and exits.
     plo: the power-limit optimizer lowers the limit below 250 W, prints ``READY``, ends training
         (its restore), prints ``RESTORED``.
-    perseus MHZ: Perseus's clock controller locks the SM clock, prints ``READY``, closes, ``RESTORED``.
+    perseus MHZ: Perseus's clock controller locks the SM clock, prints ``READY <locked clocks>`` (as the GPU
+        has them then), closes, ``RESTORED``.
     env: prints ``zeus-suite env --json``'s daemon object and GPU control column as JSON.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
-from tests.daemon.fake_gpus import install_from_env
+from tests.daemon.fake_gpus import install_from_env, settings
 
 
 def _sleep_until_killed() -> None:
@@ -75,7 +77,7 @@ def main(mode: str, args: list[str]) -> None:
         ctl.start()
         ctl.request(int(args[0]))
         assert ctl.wait()
-        print("READY", flush=True)
+        print(f"READY {json.dumps(settings(os.environ['ZEUS_FAKE_NVML_STATE'])[0][1])}", flush=True)
         ctl.close()
         print("RESTORED", flush=True)
     elif mode == "env":

@@ -251,7 +251,9 @@ class LeaseBook:
         finally:
             if not handed_over:
                 self._release_locks(gpus)
-            if holder is not None:
+            if holder is not None and holder.watch is not None and holder.watch.exited():
+                self._spawn(self.release(holder.key, "ended"))  # it died while its request was handled
+            elif holder is not None:
                 self._forget_if_idle(holder.key)
 
     async def _write_and_unlock(
@@ -389,15 +391,21 @@ class LeaseBook:
 
     # -- ends -----------------------------------------------------------------------------------
     async def release(self, key: str, why: str) -> None:
-        """Holder ``key`` is gone: drop it from its leases and restore those it held alone."""
-        leases = [lease for lease in self._leases.values() if key in lease.holders]
-        gpus = sorted({lease.gpu for lease in leases})
-        await self._acquire(gpus)
+        """Holder ``key`` is gone: drop it from its leases and restore those it held alone.
+
+        Repeated until it holds none: a request it sent just before it ended may open a lease while
+        this waits for the GPU locks.
+        """
         try:
-            for lease in leases:
-                await self._drop(lease, key, why)
+            while leases := [lease for lease in self._leases.values() if key in lease.holders]:
+                gpus = sorted({lease.gpu for lease in leases})
+                await self._acquire(gpus)
+                try:
+                    for lease in leases:
+                        await self._drop(lease, key, why)
+                finally:
+                    self._release_locks(gpus)
         finally:
-            self._release_locks(gpus)
             self._forget_if_idle(key)
 
     async def _drop(self, lease: Lease, key: str, why: str) -> None:
