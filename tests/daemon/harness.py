@@ -8,6 +8,7 @@ deadline; nothing sleeps and hopes.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import queue
@@ -189,6 +190,28 @@ class Daemon:
             lambda: expected(self.settings()), timeout_s, f"{what} (now {self.settings()})\n{self.read_log()}"
         )
         return time.monotonic() - start
+
+
+@functools.lru_cache(maxsize=None)
+def cannot_run_as(uid: int) -> str | None:
+    """Why a client cannot run as ``uid`` (not root, no ``setpriv``, this checkout unreadable), or None."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        return "running a client as another user needs root and setpriv (util-linux)"
+    cmd = [
+        "setpriv",
+        f"--reuid={uid}",
+        f"--regid={uid}",
+        "--clear-groups",
+        sys.executable,
+        "-c",
+        "import zeus_core.device",
+    ]
+    out = subprocess.run(
+        cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True
+    )
+    if out.returncode != 0:
+        return f"uid {uid} cannot run this checkout's Python: {out.stderr.strip().splitlines()[-1:]}"
+    return None
 
 
 class Client:

@@ -6,12 +6,10 @@ Plain calls, the settings seam, the power-limit optimizer, Perseus's clock contr
 from __future__ import annotations
 
 import json
-import os
-import shutil
 
 import pytest
 
-from tests.daemon.harness import Client
+from tests.daemon.harness import Client, cannot_run_as
 
 A40 = (300000, None, None, False)
 
@@ -32,11 +30,9 @@ def test_direct_writes_are_refused_and_the_same_call_through_the_daemon_works(da
     daemon.wait_settings(lambda s: s[0] == A40, 5.0, "the limit back")
 
 
-@pytest.mark.skipif(
-    os.geteuid() != 0 or shutil.which("setpriv") is None,
-    reason="running a client as another (non-root) user needs root and setpriv (util-linux)",
-)
 def test_a_real_non_root_user_sets_a_limit_through_the_daemon(daemon) -> None:
+    if reason := cannot_run_as(65534):
+        pytest.skip(reason)
     client = Client(daemon, "set", "180", user=65534)  # nobody
     client.expect("READY")
     assert daemon.settings()[0][0] == 180000
