@@ -31,6 +31,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "zeus_core.optimizer.pipeline_frequency.planner._cli_plan",
         "plan Perseus GPU frequencies for a pipeline-parallel iteration",
     ),
+    "daemon": (
+        "zeus_core.daemon._cli_daemon",
+        "serve Zeus's zeusd API as root, with leases: normal users change GPU settings, restored after",
+    ),
     "bso-server": ("zeus_core.optimizer.batch_size.server_cli", "run the batch-size optimizer service"),
     "reproduce": (
         "zeus_core.simulate.reproduce",

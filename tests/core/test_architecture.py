@@ -49,6 +49,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", tuple(FOUNDATION)),
     # settings (and its process-wide exit hooks): recording and restoring GPU settings
     ("device", ("zeus_core.device", "zeus_core.settings", "zeus_core._restore_hooks")),
+    # the privileged daemon (`zeus-suite daemon`): zeusd's API over the devices, with leases
+    ("daemon", ("zeus_core.daemon",)),
     ("monitor", ("zeus_core.monitor",)),
     ("optimizers", ("zeus_core.optimizer",)),
     # simulated devices and fakes: built on the devices and on the optimizers' data (Perseus profiles)

@@ -19,6 +19,7 @@ import json
 import re
 from typing import Any
 
+from zeus_core.device._zeusd import daemon_status, describe_status
 from zeus_core.device.base import GPU
 from zeus_core.device.discovery import DeviceReport, discover
 from zeus_core.exceptions import ZeusError, ZeusNotSupportedError, ZeusPermissionError
@@ -119,6 +120,7 @@ def report_dict(report: DeviceReport, check_by_writing: bool = False) -> dict[st
         "visibility": dict(report.visibility),
         "missing": [{"what": m.what, "reason": m.reason, "fix": m.fix} for m in report.missing],
         "simulated": any(g.simulated for g in report.gpus),
+        "daemon": daemon_status(),  # ZEUSD_SOCK_PATH / ZEUSD_HOST_PORT: configured, reachable, what it allows
     }
 
 
@@ -244,6 +246,7 @@ _GPU_COLUMNS = (
 
 def _render(data: dict[str, Any]) -> None:
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console()
     tag = " [yellow](includes a SIMULATED GPU)[/yellow]" if data["simulated"] else ""
@@ -251,6 +254,7 @@ def _render(data: dict[str, Any]) -> None:
     _render_gpus(console, data)
     _render_visibility(console, data)
     _render_cpus_and_missing(console, data)
+    console.print(f"[bold]Daemon:[/bold] {escape(describe_status(data['daemon']))}")
     if not data["gpus"]:
         console.print(
             "Without a GPU, ZeusMonitor measures CPU/DRAM only. Try `zeus-suite env --simulate`, set "

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
+from zeus_core.device._zeusd_devices import daemon_cpus, route_gpus
 from zeus_core.device.registry import Unavailable, gpu_vendors
 from zeus_core.device.visibility import parse_visible_devices, visible_device_variables
 from zeus_core.exceptions import ZeusError, ZeusPermissionError
@@ -68,8 +69,8 @@ def _find_gpus(environ: Mapping[str, str] | None) -> tuple[list[GPU], list[Unava
     missing: list[Unavailable] = []
     for vendor in gpu_vendors():
         gpus, why = vendor.load_probe()(env)
-        if gpus:
-            return list(gpus), []  # a vendor that has GPUs: the others are not missing
+        if gpus:  # a vendor that has GPUs: the others are not missing
+            return route_gpus(gpus, env), []  # privileged calls via ZEUSD_SOCK_PATH's daemon, if set
         if why is not None:
             missing.append(why)
     # [] (said once, visibly) unless ZEUS_SUITE_SIMULATE asks for simulated GPUs. They live in
@@ -113,7 +114,13 @@ def get_cpus(sysfs_root: str | Path = _RAPL_ROOT) -> list[CPU]:
     """
     from zeus_core.device.rapl import rapl_cpus
 
-    return list(rapl_cpus(sysfs_root=str(sysfs_root)))
+    try:
+        return list(rapl_cpus(sysfs_root=str(sysfs_root)))
+    except ZeusPermissionError:
+        through_daemon = daemon_cpus()  # unprivileged RAPL reads via ZEUSD_SOCK_PATH's daemon, if set
+        if through_daemon:
+            return through_daemon
+        raise
 
 
 def _rapl_status(sysfs_root: str | Path) -> tuple[list[CPU], list[Unavailable]]:
