@@ -33,7 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from zeus_core.testing._quirky_nvml import FakeGPUSpec, Quirks, QuirkyNVML, square_wave  # noqa: E402
+from zeus_core.testing import FakeGPUSpec, Quirks, QuirkyNVML, square_wave  # noqa: E402
 
 TARGETS_MS = {"ZeusCallback()": 0.02, "ZeusCallback(log_every_n_steps=1)": 0.1}
 

@@ -39,7 +39,7 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from zeus_core.testing._quirky_nvml import FakeGPUSpec, Quirks, QuirkyNVML, square_wave  # noqa: E402
+from zeus_core.testing import FakeGPUSpec, Quirks, QuirkyNVML, square_wave  # noqa: E402
 
 WINDOWS_S = (0.01, 0.05, 0.2, 1.0)
 TARGETS = {0.05: (10.0, None), 0.2: (3.0, None), 1.0: (1.0, 2.0)}  # window -> (median %, worst %)

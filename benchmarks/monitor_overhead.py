@@ -36,7 +36,7 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML  # noqa: E402
+from zeus_core.testing import FakeGPUSpec, FakeNVML  # noqa: E402
 
 GPU_COUNTS = (1, 8)
 

@@ -17,7 +17,7 @@ from zeus_core.exceptions import (
     ZeusPermissionError,
 )
 from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.testing._fake_nvml import VirtualClock
+from zeus_core.testing import VirtualClock
 
 
 @pytest.fixture(autouse=True)

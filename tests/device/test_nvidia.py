@@ -19,7 +19,7 @@ from zeus_core.exceptions import (
     ZeusPermissionError,
 )
 from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML, VirtualClock
+from zeus_core.testing import FakeGPUSpec, FakeNVML, VirtualClock
 
 REPO = Path(__file__).resolve().parents[2]
 

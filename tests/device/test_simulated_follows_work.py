@@ -17,7 +17,7 @@ from zeus_core.device.activity import Activity, ChildProcessActivity, ProcessAct
 from zeus_core.device.discovery import discover, get_gpus
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.testing._fake_nvml import FakeNVML
-from zeus_core.testing._simulated_gpu import (
+from zeus_core.testing._stand_in import (
     SIMULATE_ENV,
     following_note,
     simulated_gpus_from_env,

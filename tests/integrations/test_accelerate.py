@@ -24,7 +24,7 @@ from lightning_accelerate_common import Recorder, expected_events, run_script  #
 
 from zeus_core.exceptions import ZeusConfigError  # noqa: E402
 from zeus_core.monitor.energy import ZeusMonitor  # noqa: E402
-from zeus_core.testing._simulated_gpu import PhysicalModel, SimulatedGPU, VirtualClock  # noqa: E402
+from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock  # noqa: E402
 from zeus_integrations.accelerate import attach  # noqa: E402
 
 

@@ -112,11 +112,11 @@ class FakeTraining:
 
     def __init__(self, monkeypatch: Any, workload: Workload, noise: StepNoise, seed: int = 0) -> None:
         from zeus_core.device import base
+        from zeus_core.testing import VirtualClock as FakeClock
         from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML
-        from zeus_core.testing._fake_nvml import VirtualClock as FakeClock
 
         gpu = workload.gpu
-        self.clock = FakeClock()
+        self.clock = FakeClock(1000.0)  # the start the fake NVML's own clock had
         spec = FakeGPUSpec(
             name=gpu.name, min_limit_w=gpu.min_w, max_limit_w=gpu.max_w, default_limit_w=gpu.max_w
         )

@@ -18,8 +18,7 @@ from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.optimizer.pipeline_frequency.controller import FrequencyController
 from zeus_core.optimizer.power_limit import Energy, GlobalPowerLimitOptimizer
 from zeus_core.settings import DirectAccess, GPUSettings, get_access, set_access
-from zeus_core.testing import PhysicalModel, SimulatedGPU, simulate_steps
-from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML, VirtualClock
+from zeus_core.testing import FakeGPUSpec, FakeNVML, PhysicalModel, SimulatedGPU, VirtualClock, simulate_steps
 
 main_thread_only = pytest.mark.skipif(
     threading.current_thread() is not threading.main_thread(), reason="signal handlers need the main thread"

@@ -123,9 +123,9 @@ def report_dict(report: DeviceReport, check_by_writing: bool = False) -> dict[st
 
 
 def _simulated_a40(index: int) -> GPU:
-    from zeus_core.testing import PhysicalModel, SimulatedGPU
+    from zeus_core.testing._stand_in import simulated_gpu
 
-    return SimulatedGPU(PhysicalModel.a40(), index=index)
+    return simulated_gpu("a40", index)
 
 
 def _fmt_range(d: dict[str, Any], unit: str) -> str:

@@ -42,7 +42,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _RAPL_ROOT = "/sys/class/powercap"
-_SIMULATED_STAND_IN = "zeus_core.testing._simulated_gpu:simulated_gpus_from_env"
+_SIMULATED_STAND_IN = "zeus_core.testing._stand_in:simulated_gpus_from_env"
 
 
 @dataclass

@@ -33,7 +33,7 @@ from typing import Callable, Iterator, Sequence
 from zeus_core.device.base import CPU, GPU
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceError, ZeusError, ZeusPermissionError
 from zeus_core.monitor.measurement import Measurement
-from zeus_core.testing._simulated_gpu import follow_child, following_note
+from zeus_core.testing._stand_in import follow_child, following_note
 
 __all__ = [
     "add_arguments",
@@ -127,11 +127,9 @@ def select_devices(
     """
     notes: list[str] = []
     if simulate:
-        from zeus_core.testing import PhysicalModel, SimulatedGPU
+        from zeus_core.testing._stand_in import simulated_gpu
 
-        gpus: list[GPU] = [
-            SimulatedGPU(PhysicalModel.a40(), index=i, busy=True) for i in dict.fromkeys(gpu_indices or [0])
-        ]
+        gpus: list[GPU] = [simulated_gpu("a40", i, busy=True) for i in dict.fromkeys(gpu_indices or [0])]
     else:
         from zeus_core.device.discovery import get_gpus
 

@@ -125,7 +125,7 @@ class PowerMonitor:
     are given, are derived from their energy counters (RAPL): the timeline holds the average
     power between consecutive samples, and :meth:`get_cpu_energy` is exact at sample times.
     All timestamps come from one clock: ``clock``, else the GPUs' clock (wall-clock seconds for
-    real GPUs; a :class:`~zeus_core.testing._simulated_gpu.VirtualClock` for simulated ones).
+    real GPUs; a :class:`~zeus_core.testing.VirtualClock` for simulated ones).
 
     Memory is bounded: each series (one per GPU, and per CPU package and DRAM) keeps the newest
     ``capacity`` samples in two float64 arrays, 16 bytes per sample, so the default 36,000

@@ -10,7 +10,7 @@ every figure a run reports is marked simulated (the GPU's name ends in ``(simula
 
 The model (the standard DVFS model of GPU kernels, as in Mei, Wang, Chu, Liu: "A Survey and
 Measurement Study of GPU DVFS on Energy Conservation", Digital Communications and Networks 3(2),
-2017, and in :class:`zeus_core.testing._simulated_gpu.PhysicalModel`), with ``f`` the SM clock and
+2017, and in :class:`~zeus_core.testing.PhysicalModel`), with ``f`` the SM clock and
 ``f_max`` the highest clock:
 
 * **time**: an instruction has a compute-bound share ``compute_s`` (at ``f_max``) that scales
@@ -40,12 +40,11 @@ from dataclasses import dataclass, field
 
 from zeus_core.device.base import Clock
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.testing._simulated_gpu import GpuBehavior, PhysicalModel, SimulatedGPU, VirtualClock
+from zeus_core.testing._clock import VirtualClock
+from zeus_core.testing._gpu_models import GpuBehavior, PhysicalModel
+from zeus_core.testing._simulated_gpu import SimulatedGPU
 
-__all__ = ["InstructionWork", "PipelineGpuModel", "SimulatedPipelineGPU", "PIPELINE_GPU_PRESETS"]
-
-#: Preset name -> PhysicalModel factory.
-PIPELINE_GPU_PRESETS = {"a40": PhysicalModel.a40, "a100": PhysicalModel.a100, "h100": PhysicalModel.h100}
+__all__ = ["InstructionWork", "PipelineGpuModel", "SimulatedPipelineGPU"]
 
 
 @dataclass(frozen=True)
@@ -92,14 +91,9 @@ class InstructionWork:
         """GPU energy at SM clock ``sm_mhz``, J."""
         f = min(max(sm_mhz, model.f_min_mhz), model.f_max_mhz)
         compute_t = self.compute_s * model.f_max_mhz / f
-        return compute_t * _power(model, f, self.compute_activity) + self.memory_s * _power(
-            model, f, self.memory_activity
+        return compute_t * model.power_at(f, self.compute_activity) + self.memory_s * model.power_at(
+            f, self.memory_activity
         )
-
-
-def _power(model: PhysicalModel, f: float, activity: float) -> float:
-    v = model.v_min + (1.0 - model.v_min) * (f - model.f_min_mhz) / (model.f_max_mhz - model.f_min_mhz)
-    return model.static_power_w + activity * model.dynamic_power_w * (f / model.f_max_mhz) * v * v
 
 
 @dataclass
@@ -125,14 +119,14 @@ class PipelineGpuModel(GpuBehavior):
     def step(self, power_limit_w: float, sm_mhz: int | None) -> tuple[float, float]:
         """Time of one unit of the model's work (s) and the power at the current utilization (W)."""
         f = self.model.effective_frequency(power_limit_w, sm_mhz)
-        return self.model.time_at(f), _power(self.model, f, self.activity)
+        return self.model.time_at(f), self.model.power_at(f, self.activity)
 
 
 class SimulatedPipelineGPU(SimulatedGPU):
     """A :class:`SimulatedGPU` that runs :class:`InstructionWork` at the speed of its current clock.
 
     Args:
-        preset: ``"a40"``, ``"a100"``, ``"h100"`` (see :data:`PIPELINE_GPU_PRESETS`) or a
+        preset: ``"a40"``, ``"a100"``, ``"h100"`` (see :meth:`PhysicalModel.preset`) or a
             :class:`PhysicalModel`.
         index: Device index it reports.
         clock: Time source (wall clock by default: :meth:`run` sleeps; a :class:`VirtualClock`
@@ -153,17 +147,7 @@ class SimulatedPipelineGPU(SimulatedGPU):
         seed: int | None = None,
         slice_s: float = 0.002,
     ) -> None:
-        if isinstance(preset, str):
-            try:
-                model = PIPELINE_GPU_PRESETS[preset.lower()]()
-            except KeyError:
-                raise ZeusConfigError(
-                    f"SimulatedPipelineGPU({preset!r}): unknown preset; use one of "
-                    f"{sorted(PIPELINE_GPU_PRESETS)} "
-                    "or pass a PhysicalModel."
-                ) from None
-        else:
-            model = preset
+        model = PhysicalModel.preset(preset) if isinstance(preset, str) else preset
         if slice_s <= 0:
             raise ZeusConfigError(f"SimulatedPipelineGPU(slice_s={slice_s}): must be > 0 s.")
         # busy only while InstructionWork runs (not while the rank's CPU waits or computes elsewhere)

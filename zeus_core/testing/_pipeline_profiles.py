@@ -1,7 +1,7 @@
 """Synthetic instruction profiles from the documented DVFS model (A100-like and A40-like GPUs).
 
 For benchmarks, examples and tests without a GPU. Each (stage, instruction) gets the model of
-:class:`zeus_core.testing._simulated_gpu.PhysicalModel`, evaluated at a sweep of SM clocks ``f``:
+:class:`~zeus_core.testing.PhysicalModel`, evaluated at a sweep of SM clocks ``f``:
 
 * time ``t(f) = t_mem + t_comp · f_max / f`` (s): the memory-bound part does not speed up with the
   SM clock; ``t_mem`` is ``memory_fraction`` of the time at ``f_max``;
@@ -30,7 +30,7 @@ import numpy as np
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile, ProfileMeasurement
 from zeus_core.optimizer.pipeline_frequency.schedule import SPLIT_BACKWARD, InstructionKind
-from zeus_core.testing._simulated_gpu import PhysicalModel
+from zeus_core.testing._gpu_models import PhysicalModel
 
 __all__ = ["PhysicalGpuSpec", "PHYSICAL_GPUS", "stage_weights", "physical_instruction_profile"]
 
@@ -62,31 +62,13 @@ class PhysicalGpuSpec:
     sweep_step_mhz: int
 
 
-#: Built-in GPU specs: ``"a100"`` (SXM4 40 GB: 210–1410 MHz, 400 W) and ``"a40"`` (210–1740 MHz, 300 W).
 PHYSICAL_GPUS: dict[str, PhysicalGpuSpec] = {
-    "a100": PhysicalGpuSpec(
-        model=PhysicalModel.a100(),
-        forward_time_s=0.020,
-        forward_memory_fraction=0.25,
-        backward_memory_fraction=0.15,
-        forward_activity=0.85,
-        backward_activity=1.0,
-        blocking_power_w=80.0,
-        sweep_min_mhz=795,
-        sweep_step_mhz=15,
-    ),
-    "a40": PhysicalGpuSpec(
-        model=PhysicalModel.a40(),
-        forward_time_s=0.030,
-        forward_memory_fraction=0.2,
-        backward_memory_fraction=0.12,
-        forward_activity=0.9,
-        backward_activity=1.0,
-        blocking_power_w=60.0,
-        sweep_min_mhz=900,
-        sweep_step_mhz=15,
-    ),
+    # model, forward s, memory share (forward, backward), SM activity (forward, backward),
+    # blocking W, sweep from MHz, sweep step MHz
+    "a100": PhysicalGpuSpec(PhysicalModel.a100(), 0.020, 0.25, 0.15, 0.85, 1.0, 80.0, 795, 15),
+    "a40": PhysicalGpuSpec(PhysicalModel.a40(), 0.030, 0.2, 0.12, 0.9, 1.0, 60.0, 900, 15),
 }
+"""Built-in GPU specs: ``"a100"`` and ``"a40"``, their facts from the GPU catalogue."""
 
 
 def stage_weights(
@@ -174,9 +156,7 @@ def physical_instruction_profile(
             rows = []
             for f in freqs:
                 t = t_mem + t_comp * m.f_max_mhz / f
-                v = m.v_min + (1.0 - m.v_min) * (f - m.f_min_mhz) / (m.f_max_mhz - m.f_min_mhz)
-                p = m.static_power_w + activity * m.dynamic_power_w * (f / m.f_max_mhz) * v * v
-                e = p * t
+                e = m.power_at(f, activity) * t
                 if noise:
                     t *= 1.0 + noise * rng.standard_normal()
                     e *= 1.0 + noise * rng.standard_normal()

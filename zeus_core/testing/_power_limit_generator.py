@@ -23,8 +23,8 @@ linearly but static power is paid for longer: the energy optimum sits near the k
 memory-bound workloads (small ``c``) lose little time under low limits. Real GPUs enforce a
 limit a little below it; the draw is ``enforcement`` (0.95–1.0) × the limit when capped.
 
-**GPUs** (:data:`GPUS`): power-limit ranges from the vendors' public specifications (the range
-``nvidia-smi -q -d POWER`` reports), and the limit step the optimizer should use.
+**GPUs** (:data:`GPUS`): power-limit ranges from the GPU catalogue (``zeus_core.testing.GPU_CATALOGUE``),
+and the limit step the optimizer should use.
 
 **Noise** (:class:`StepNoise`): per-step jitter of time and power (Gaussian, relative), stalls
 (with a small probability a step takes ``stall_factor`` × longer, the extra time at idle power,
@@ -45,6 +45,8 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+
+from zeus_core.testing._catalogue import gpu_product
 
 __all__ = ["GpuModel", "GPUS", "Workload", "StepNoise", "NoisyRun", "generate"]
 
@@ -70,16 +72,19 @@ class GpuModel:
         count = int(math.floor((self.max_w - self.min_w) / self.pl_step_w + 1e-9))
         return [self.max_w - i * self.pl_step_w for i in range(count + 1)]
 
+    @classmethod
+    def of(cls, gpu: str, pl_step_w: float = 25.0) -> GpuModel:
+        """The power-limit range of a GPU in the catalogue (``"A100"``, ``"RTX 6000"``, ...)."""
+        product = gpu_product(gpu)
+        return cls(product.name, product.limits.min_w, product.limits.max_w, pl_step_w)
 
-GPUS: dict[str, GpuModel] = {
-    "V100": GpuModel("Tesla V100-SXM2-32GB", 150.0, 300.0),
-    "A100": GpuModel("NVIDIA A100-SXM4-40GB", 100.0, 400.0),
-    "H100": GpuModel("NVIDIA H100 80GB HBM3", 200.0, 700.0, 50.0),
-    "RTX 6000": GpuModel("Quadro RTX 6000", 100.0, 260.0, 20.0),
-    "A40": GpuModel("NVIDIA A40", 100.0, 300.0),
-    "L4": GpuModel("NVIDIA L4", 40.0, 72.0, 4.0),
-}
-"""GPU models by short name: limit ranges from NVIDIA's data sheets (SXM parts at their TDP)."""
+
+# The GPUs of generated workloads, in the order generate() cycles through them, and the spacing
+# of the limits a sweep profiles on each, W.
+_SWEEP_STEPS_W = {"V100": 25.0, "A100": 25.0, "H100": 50.0, "RTX 6000": 20.0, "A40": 25.0, "L4": 4.0}
+
+GPUS: dict[str, GpuModel] = {label: GpuModel.of(label, step) for label, step in _SWEEP_STEPS_W.items()}
+"""GPU models by short name: limit ranges from the GPU catalogue (SXM parts at their TDP)."""
 
 
 @dataclass(frozen=True)

@@ -29,18 +29,18 @@ from zeus_core import console, distributed
 from zeus_core.callback import TrainingProtocol
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.testing import PhysicalModel, SimulatedGPU
+from zeus_core.testing import SimulatedGPU
+from zeus_core.testing._stand_in import simulated_gpu, simulated_stand_in
 from zeus_core.training._tracker import STAGES, TrainingTracker, check_tracker_args, metric_key, stage_key
 
 if TYPE_CHECKING:
     from zeus_core.training._trial_reporter import TrialReporter
 
-__all__ = ["TrainingLifecycle", "LifecycleResults", "gpu_indices_of", "local_rank", "SIMULATABLE_GPUS"]
+__all__ = ["TrainingLifecycle", "LifecycleResults", "gpu_indices_of", "local_rank"]
 
 logger = logging.getLogger(__name__)
 
 LIFECYCLE_STATE_VERSION = 2  # 1: {"version", "tracker"}; 2: adds "epoch_history" and "stage_history"
-SIMULATABLE_GPUS = ("a40", "a100", "h100")
 
 
 def local_rank(default: int = 0) -> int:
@@ -80,13 +80,6 @@ def gpu_indices_of(devices: Iterable[Any]) -> list[int] | None:
             index = torch.cuda.current_device()
         found.add(int(index))
     return sorted(found)
-
-
-def _simulated_gpu(name: str) -> SimulatedGPU:
-    model = name.strip().lower()
-    if model not in SIMULATABLE_GPUS:
-        raise ZeusConfigError(f"simulate={name!r}: use one of {', '.join(SIMULATABLE_GPUS)} (or None).")
-    return SimulatedGPU(getattr(PhysicalModel, model)())
 
 
 def _abort_run(tracker: TrainingTracker, reporter: TrialReporter | None, who: str) -> None:
@@ -140,7 +133,7 @@ class TrainingLifecycle:
         self.trial_reporter = trial_reporter
         self.optimizers = check_tracker_args(who, optimizers, log_every_n_steps)
         if simulate is not None:
-            _simulated_gpu(simulate)  # fail at construction, not inside the framework
+            simulated_gpu(simulate)  # fail at construction, not inside the framework
         self.monitor = monitor
         self.log_every_n_steps = log_every_n_steps
         self.include_validation = bool(include_validation)
@@ -188,13 +181,11 @@ class TrainingLifecycle:
         rank = local_rank() if rank_on_machine is None else rank_on_machine
         cpu_indices: list[int] | None = None if rank == 0 else []  # one CPU/DRAM reader per machine
         if gpu_indices == []:  # training off-GPU: none, unless ZEUS_SUITE_SIMULATE asks for one
-            from zeus_core.testing._simulated_gpu import simulated_stand_in
-
             gpu_indices = simulated_stand_in()
         monitor = ZeusMonitor(gpu_indices=gpu_indices, cpu_indices=cpu_indices)
         if not monitor.gpus and self.simulate is not None:
             monitor.close()
-            self._sim_gpus = [_simulated_gpu(self.simulate)]
+            self._sim_gpus = [simulated_gpu(self.simulate)]
             monitor = ZeusMonitor(gpus=self._sim_gpus, cpu_indices=cpu_indices)
             console.info_once(
                 f"simulated-{self.simulate}",

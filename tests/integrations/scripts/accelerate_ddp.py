@@ -19,7 +19,7 @@ from accelerate_tiny import RecordingTracker, SimModel, loader, run_epochs  # no
 from lightning_accelerate_common import Recorder, leave_without_finalisation  # noqa: E402
 
 from zeus_core.monitor.energy import ZeusMonitor  # noqa: E402
-from zeus_core.testing._simulated_gpu import PhysicalModel, SimulatedGPU, VirtualClock  # noqa: E402
+from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock  # noqa: E402
 from zeus_integrations.accelerate import attach  # noqa: E402
 
 
