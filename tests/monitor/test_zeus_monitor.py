@@ -319,5 +319,5 @@ def test_close_forgets_windows_and_closes_the_log(clock: VirtualClock, tmp_path:
         monitor.end_window("done")
         monitor.begin_window("left_open")
     assert monitor.open_windows == []
-    assert monitor._log is None  # file handle released
+    assert monitor._log is not None and not monitor._log.is_open  # file handle released
     assert [r[1] for r in read_rows(log)] == ["window_name", "done"]

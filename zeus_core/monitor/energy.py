@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import csv
 import logging
 import sys
 import time
 import weakref
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TextIO
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 from zeus_core.device.base import CPU, GPU, Clock, CpuEnergy, wall_clock
 from zeus_core.exceptions import (
@@ -20,6 +19,7 @@ from zeus_core.exceptions import (
     ZeusWindowError,
 )
 from zeus_core.monitor import reader as _reader
+from zeus_core.monitor._window_log import WindowLog
 from zeus_core.monitor.measurement import Measurement
 from zeus_core.monitor.reader import (
     DEFAULT_INTERVAL_S,
@@ -102,19 +102,10 @@ class WindowHandle:
 class ZeusMonitor:
     """Measures time and energy of named windows on GPUs, CPU packages and DRAM.
 
-    Any number of windows may be open at once; they nest and overlap freely as long as their
-    names differ. ``begin_window``/``end_window`` never read a GPU on the calling thread: they
-    take a timestamp, and a background reader (one daemon thread per process, see
-    :mod:`zeus_core.monitor.reader`) samples each real GPU's energy counter and instant power.
-    A window's energy is the exact counter delta over the counter periods inside it plus the
-    power-weighted share of the periods at its edges; it is final about one counter period
-    (~0.1 s) after the window ends, and reading ``measurement.gpu_energy`` earlier waits for it.
-    GPUs without an energy counter (NVIDIA before Volta) have their energy integrated from
-    sampled power, and the measurement marks it as estimated. Simulated GPUs, whose readings are
-    exact and free, and CPU packages (RAPL, a cheap file read) are read at the window's edges.
-
-    The arguments take Zeus's order (``zeus.monitor.ZeusMonitor``), so code written for Zeus
-    works with only its import changed.
+    Windows nest and overlap freely as long as their names differ; opening and closing one only
+    takes a timestamp, and a background reader turns the GPUs' energy counters into each window's
+    energy (final about 0.1 s after it ends). docs/measuring.md explains how. The arguments take
+    Zeus's order, so code written for ``zeus.monitor.ZeusMonitor`` works with its import changed.
 
     Args:
         gpu_indices: GPUs to measure, as the user sees them (``cuda:<i>``). ``None``: all.
@@ -201,10 +192,11 @@ class ZeusMonitor:
         self._cpu_read = tuple(c.get_energy for c in self.cpus)
 
         self._windows: dict[str, _Window] = {}
-        self._log_path = Path(log_file) if log_file is not None else None
-        self._log: TextIO | None = None
-        self._log_writer: Any = None  # a csv writer
-        self._log_queue: list[tuple[str, float, Measurement]] = []
+        self._log = (
+            None
+            if log_file is None
+            else WindowLog(Path(log_file), [g.index for g in self.gpus], self._cpu_idx, self._dram_idx)
+        )
 
     def _init_gpu_reads(self, background: bool, interval_s: float | None) -> None:
         """Split the GPUs: real ones to the background reader, the rest read at the window's edges."""
@@ -332,8 +324,9 @@ class ZeusMonitor:
             )
         if self._estimated:
             self._ensure_power_monitor()
-        if self._log_writer is None and self._log_path is not None:
-            self._open_log()  # a bad log file fails here, before any measurement could be lost
+        log = self._log
+        if log is not None and not log.is_open:
+            log.open()  # a bad log file fails here, before any measurement could be lost
         if self._generation != _reader.generation:
             self._attach()  # forked: this process needs its own reader thread
         if sync_execution:
@@ -383,9 +376,8 @@ class ZeusMonitor:
         if sync_execution:
             self._sync_now()
         m = self._measure(name, start)
-        if self._log_path is not None:
-            self._log_queue.append((name, start[0], m))
-            self._flush_log(wait=False)
+        if self._log is not None:
+            self._log.add(name, start[0], m)
         return m
 
     def read_window(self, name: str, sync_execution: bool = False) -> Measurement:
@@ -491,71 +483,14 @@ class ZeusMonitor:
                 estimated.add(gpu.index)
         return gpu_energy, frozenset(estimated)
 
-    # -- CSV log ----------------------------------------------------------------------------------
-    def _log_header(self) -> list[str]:
-        return (
-            ["start_time", "window_name", "elapsed_time"]
-            + [f"gpu{g.index}_energy" for g in self.gpus]
-            + [f"cpu{i}_energy" for i in self._cpu_idx]
-            + [f"dram{i}_energy" for i in self._dram_idx]
-        )
-
-    def _open_log(self) -> None:
-        """Open the CSV log for appending; check an existing file's columns first."""
-        header = self._log_header()
-        path = self._log_path
-        assert path is not None
-        if path.exists() and path.stat().st_size > 0:
-            with path.open(newline="") as f:
-                existing = next(csv.reader(f), [])
-            if existing != header:
-                raise ZeusConfigError(
-                    f"ZeusMonitor log_file {str(path)!r} has columns {existing}, but this monitor "
-                    f"writes {header}. Use a new file for a different set of devices."
-                )
-            self._log = path.open("a", newline="")
-            self._log_writer = csv.writer(self._log)
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._log = path.open("a", newline="")
-            self._log_writer = csv.writer(self._log)
-            self._log_writer.writerow(header)
-            self._log.flush()
-
-    def _flush_log(self, wait: bool) -> None:
-        """Write the rows of ended windows, in order, as far as they are final (all of them if ``wait``)."""
-        queue = self._log_queue
-        done = 0
-        for name, start_time, m in queue:
-            if not wait and not m.finalized:
-                break
-            self._write_log(name, start_time, m)
-            done += 1
-        del queue[:done]
-
-    def _write_log(self, name: str, start_time: float, m: Measurement) -> None:
-        if self._log_writer is None:
-            self._open_log()
-        row = [start_time, name, m.time]
-        try:
-            row += [m.gpu_energy[g.index] for g in self.gpus]
-        except ZeusDeviceError:
-            row += ["nan" for _ in self.gpus]  # the GPU failed: the row still says the window existed
-        row += [m.cpu_energy.get(i, 0.0) for i in self._cpu_idx]
-        row += [m.dram_energy.get(i, 0.0) for i in self._dram_idx]
-        assert self._log_writer is not None and self._log is not None
-        self._log_writer.writerow(row)
-        self._log.flush()
-
     # -- lifetime ---------------------------------------------------------------------------------
     def close(self) -> None:
         """Finalize logged windows, stop background sampling, close the log. Open windows are forgotten.
 
         Measurements returned before are still readable: they are finalized first.
         """
-        for _, _, m in self._log_queue:
-            _wait_quietly(m)
-        self._flush_log(wait=True)
+        if self._log is not None:
+            self._log.close()  # waits for the logged windows to be final first
         self._detach()
         if self._power_monitor is not None:
             self._power_monitor.stop()
@@ -565,10 +500,6 @@ class ZeusMonitor:
                 close = getattr(cpu, "close", None)  # e.g. RAPL's wraparound poller
                 if close is not None:
                     close()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-            self._log_writer = None
         self._windows.clear()
 
     def _detach(self) -> None:
@@ -623,14 +554,6 @@ def _discover_gpus() -> list[GPU]:
     from zeus_core.device.discovery import get_gpus
 
     return get_gpus()
-
-
-def _wait_quietly(m: Measurement) -> None:
-    """Finalize ``m``; a device failure stays on the measurement (the log row says nan)."""
-    try:
-        m.gpu_energy  # noqa: B018
-    except ZeusDeviceError:
-        pass
 
 
 def _check_arguments(approx: object, sync_with: object, interval_s: float | None) -> None:
