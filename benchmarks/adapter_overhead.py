@@ -119,7 +119,7 @@ def run(runs: int, steps: int) -> tuple[dict[str, float], dict[str, float]]:
     import torch
 
     torch.set_num_threads(1)
-    from zeus_core.monitor.energy import ZeusMonitor
+    from zeus_core.monitor._energy import ZeusMonitor
     from zeus_integrations.lightning import ZeusCallback
 
     # The fit runs on the CPU, where ZeusCallback() would measure no GPU; give it the monitor it

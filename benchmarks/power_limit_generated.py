@@ -179,7 +179,7 @@ class Bench:
         # Published zeus turns persistence mode on, which the fake does not model: always on here.
         self.fake.nvmlDeviceGetPersistenceMode = lambda handle: self.fake.NVML_FEATURE_ENABLED  # type: ignore[attr-defined]
         sys.modules["pynvml"] = self.fake
-        from zeus_core.device import base
+        from zeus_core.device import _base as base
 
         base.wall_clock = self.clock  # our monitor's clock: the virtual one
         import zeus.device.cpu as zeus_cpu
@@ -214,8 +214,8 @@ class Bench:
         return self.fake.devices[0]
 
     def ours(self, label: str, pl_step: float) -> tuple[Any, Callable[[], float | None]]:
-        from zeus_core.device.nvidia import nvidia_gpus
-        from zeus_core.monitor.energy import ZeusMonitor
+        from zeus_core.device._nvidia import nvidia_gpus
+        from zeus_core.monitor._energy import ZeusMonitor
         from zeus_core.optimizer.power_limit import GlobalPowerLimitOptimizer
 
         monitor = ZeusMonitor(gpus=nvidia_gpus(environ={}), cpu_indices=[], sync_execution_with=None)

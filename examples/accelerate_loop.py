@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     from rich.table import Table
     from torch.utils.data import DataLoader, TensorDataset
 
-    from zeus_core.monitor.energy import ZeusMonitor
+    from zeus_core.monitor import ZeusMonitor
     from zeus_core.testing import PhysicalModel, SimulatedGPU
     from zeus_integrations.accelerate import attach
 

@@ -54,7 +54,7 @@ def is_rank_zero() -> bool:
     Uses ``torch.distributed`` when it is up, else the launchers' ``RANK`` variable (torchrun,
     Accelerate, Lightning's ``ddp``), else ``LOCAL_RANK`` on node ``NODE_RANK`` / ``GROUP_RANK``.
     """
-    from zeus_core import distributed
+    from zeus_core import _distributed as distributed
 
     if distributed.is_initialized():
         return distributed.rank() == 0

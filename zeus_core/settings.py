@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from typing import Callable, Collection, Sequence
 
 from zeus_core import _restore_hooks, console
-from zeus_core.device.base import GPU
+from zeus_core.device._base import GPU
 from zeus_core.exceptions import ZeusNotSupportedError
 
 __all__ = [
@@ -96,7 +96,7 @@ class GPUSettings:
 class SettingsAccess:
     """The one seam through which settings are read and written (later: a privileged helper).
 
-    Every method takes the :class:`~zeus_core.device.base.GPU` concerned; units are W and MHz.
+    Every method takes the :class:`~zeus_core.device._base.GPU` concerned; units are W and MHz.
     """
 
     def read_power_limit(self, gpu: GPU) -> float:

@@ -37,7 +37,7 @@ if importlib.util.find_spec("accelerate") is None:  # pragma: no cover - exercis
 
 from zeus_core.callback import TrainingProtocol
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.monitor._energy import ZeusMonitor
 from zeus_core.training._lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
 
 if TYPE_CHECKING:

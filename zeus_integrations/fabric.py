@@ -25,7 +25,7 @@ import weakref
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from zeus_core.callback import TrainingProtocol
-from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.monitor._energy import ZeusMonitor
 from zeus_core.training._lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
 
 if TYPE_CHECKING:

@@ -36,9 +36,10 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from zeus_core import console, distributed
+from zeus_core import _distributed as distributed
+from zeus_core import console
 from zeus_core.callback import TrainingProtocol
-from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.monitor._energy import ZeusMonitor
 from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
 from zeus_core.training._lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
 from zeus_core.training._trial_reporter import trial_reporter

@@ -36,7 +36,7 @@ except ModuleNotFoundError as _e:  # pragma: no cover - exercised in a test with
 from typing_extensions import override
 
 from zeus_core.callback import TrainingProtocol
-from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.monitor._energy import ZeusMonitor
 from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
 from zeus_core.training._lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
 from zeus_core.training._tracker import metric_key

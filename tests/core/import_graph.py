@@ -83,7 +83,7 @@ class _ImportCollector(ast.NodeVisitor):
 
     def _record(self, node: ast.Import | ast.ImportFrom) -> None:
         for target in dict.fromkeys(self._targets(node)):
-            # `import zeus_core.device.base` names the module itself; keep the longest known prefix.
+            # `import zeus_core.device._base` names the module itself; keep the longest known prefix.
             parts = target.split(".")
             while parts and ".".join(parts) not in self.known:
                 parts.pop()

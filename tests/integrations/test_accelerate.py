@@ -23,7 +23,7 @@ from accelerate_tiny import UNIT_ENERGY_J, UNIT_TIME_S, RecordingTracker, SimMod
 from lightning_accelerate_common import Recorder, expected_events, run_script  # noqa: E402
 
 from zeus_core.exceptions import ZeusConfigError  # noqa: E402
-from zeus_core.monitor.energy import ZeusMonitor  # noqa: E402
+from zeus_core.monitor._energy import ZeusMonitor  # noqa: E402
 from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock  # noqa: E402
 from zeus_integrations.accelerate import attach  # noqa: E402
 

@@ -15,7 +15,7 @@ import pytest
 
 from zeus_core import PhysicalModel, SimulatedGPU, ZeusMonitor
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.monitor.measurement import Measurement
+from zeus_core.monitor._measurement import Measurement
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch = pytest.importorskip("torch")

@@ -10,8 +10,8 @@ import pytest
 
 from tests.fakes.clock_cpu import ClockCPU as FakeCPU
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceNotFoundError, ZeusWindowError
-from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.monitor.measurement import Measurement
+from zeus_core.monitor._energy import ZeusMonitor
+from zeus_core.monitor._measurement import Measurement
 from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock, simulate_steps
 
 BUSY_W = 300.0  # PhysicalModel.a40() at its default 300 W limit

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from zeus_core import console
-from zeus_core.device.base import PowerLimitConstraints
-from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.device._base import PowerLimitConstraints
+from zeus_core.monitor._energy import ZeusMonitor
 from zeus_core.optimizer.power_limit import GlobalPowerLimitOptimizer
 from zeus_core.testing import (
     MeasuredProfile,
@@ -111,7 +111,7 @@ class FakeTraining:
     """
 
     def __init__(self, monkeypatch: Any, workload: Workload, noise: StepNoise, seed: int = 0) -> None:
-        from zeus_core.device import base
+        from zeus_core.device import _base as base
         from zeus_core.testing import VirtualClock as FakeClock
         from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML
 

@@ -14,7 +14,7 @@ from tests.optimizer.plo_support import (
     run_steps,
     zeus_loop,
 )
-from zeus_core.device.base import PowerLimitConstraints
+from zeus_core.device._base import PowerLimitConstraints
 from zeus_core.optimizer.power_limit import (
     EarlyStopping,
     Energy,

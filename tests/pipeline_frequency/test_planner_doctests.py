@@ -32,7 +32,9 @@ MODULES = [
 def test_docstring_examples_run(name: str) -> None:
     if name == "plots":
         pytest.importorskip("matplotlib")
-    module = importlib.import_module(name if "." in name else f"zeus_core.optimizer.pipeline_frequency.{name}")
+    module = importlib.import_module(
+        name if "." in name else f"zeus_core.optimizer.pipeline_frequency.{name}"
+    )
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
     assert result.attempted > 0 or name == "solver"

@@ -12,9 +12,9 @@ import pytest
 from tests.optimizer.plo_support import make_gpus, monitor_of, run_steps
 from tests.pipeline_runtime.test_controller import SlowGPU
 from zeus_core import Setting, SettingsGuard, console
-from zeus_core.device.nvidia import nvidia_gpus
+from zeus_core.device._nvidia import nvidia_gpus
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.monitor._energy import ZeusMonitor
 from zeus_core.optimizer.pipeline_frequency.controller import FrequencyController
 from zeus_core.optimizer.power_limit import Energy, GlobalPowerLimitOptimizer
 from zeus_core.settings import DirectAccess, GPUSettings, get_access, set_access

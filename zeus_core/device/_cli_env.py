@@ -19,8 +19,8 @@ import json
 import re
 from typing import Any
 
-from zeus_core.device.base import GPU
-from zeus_core.device.discovery import DeviceReport, discover
+from zeus_core.device._base import GPU
+from zeus_core.device._discovery import DeviceReport, discover
 from zeus_core.exceptions import ZeusError, ZeusNotSupportedError, ZeusPermissionError
 
 __all__ = ["add_arguments", "run", "gpu_capabilities", "report_dict"]
@@ -56,7 +56,7 @@ def gpu_capabilities(gpu: GPU, check_by_writing: bool = False) -> dict[str, Any]
     """What ``gpu`` offers, as JSON-safe values (W, MHz); a failed query becomes an ``error`` text.
 
     Nothing is written unless ``check_by_writing``: then the control check writes the current
-    power limit again (:meth:`~zeus_core.device.base.GPU.check_control_by_writing`) and
+    power limit again (:meth:`~zeus_core.device._base.GPU.check_control_by_writing`) and
     ``control_checked_by`` says ``"write"`` instead of ``"query"``.
 
     Keys: ``index``, ``name``, ``vendor``, ``simulated``, ``uuid``, ``backend_index`` (NVML or HIP

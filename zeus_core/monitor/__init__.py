@@ -1,6 +1,32 @@
-"""Measurement: ZeusMonitor (energy/time windows) and PowerMonitor (power timelines)."""
+"""Measurement: time and energy of windows, power timelines, and their export to Prometheus.
 
-from zeus_core.monitor.energy import WindowHandle, ZeusMonitor
-from zeus_core.monitor.measurement import Measurement
+:class:`ZeusMonitor` measures named windows (an epoch, a step), each giving a
+:class:`Measurement`; :class:`PowerMonitor` keeps power timelines to integrate any span later;
+:class:`PrometheusExporter` and :class:`MetricsServer` publish them. docs/measuring.md explains
+how a window's energy is read.
 
-__all__ = ["ZeusMonitor", "WindowHandle", "Measurement"]
+Example:
+    >>> from zeus_core.monitor import ZeusMonitor
+    >>> from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
+    >>> clock = VirtualClock()
+    >>> gpu = SimulatedGPU(PhysicalModel.a40(), clock=clock, busy=True)
+    >>> monitor = ZeusMonitor(gpus=[gpu], cpu_indices=[])
+    >>> with monitor.window("step") as w:
+    ...     clock.advance(2.0)
+    >>> round(w.measurement.total_energy)
+    600
+"""
+
+from zeus_core.monitor._energy import WindowHandle, ZeusMonitor
+from zeus_core.monitor._measurement import Measurement
+from zeus_core.monitor._power import PowerMonitor
+from zeus_core.monitor._prometheus import MetricsServer, PrometheusExporter
+
+__all__ = [
+    "ZeusMonitor",
+    "WindowHandle",
+    "Measurement",
+    "PowerMonitor",
+    "PrometheusExporter",
+    "MetricsServer",
+]

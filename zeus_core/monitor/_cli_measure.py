@@ -1,7 +1,7 @@
 """``zeus-suite measure -- CMD ...``: run a command and report its time and energy per device.
 
 The command runs as a child process with this terminal's stdin, stdout and stderr; its energy
-is measured by a :class:`~zeus_core.monitor.energy.ZeusMonitor` window around its whole run.
+is measured by a :class:`~zeus_core.monitor._energy.ZeusMonitor` window around its whole run.
 The report goes to stderr (like ``time``), so the command's own output stays clean. The exit
 code is the command's (``128 + N`` when signal ``N`` killed it; 127 when it does not exist).
 
@@ -30,9 +30,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from zeus_core.device.base import CPU, GPU
+from zeus_core.device._base import CPU, GPU
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceError, ZeusError, ZeusPermissionError
-from zeus_core.monitor.measurement import Measurement
+from zeus_core.monitor._measurement import Measurement
 from zeus_core.testing._stand_in import follow_child, following_note
 
 __all__ = [
@@ -131,14 +131,14 @@ def select_devices(
 
         gpus: list[GPU] = [simulated_gpu("a40", i, busy=True) for i in dict.fromkeys(gpu_indices or [0])]
     else:
-        from zeus_core.device.discovery import get_gpus
+        from zeus_core.device._discovery import get_gpus
 
         gpus = _pick(get_gpus(), gpu_indices, "GPU", "--gpu-indices")
         if not gpus:
             notes.append("No GPU found (see `zeus-suite env`); use --simulate to try a simulated one.")
     cpus: list[CPU] = []
     if cpu_indices is None or len(cpu_indices) > 0:
-        from zeus_core.device.discovery import get_cpus
+        from zeus_core.device._discovery import get_cpus
 
         try:
             cpus = _pick(get_cpus(), cpu_indices, "CPU", "--cpu-indices")
@@ -250,7 +250,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         gpus, cpus, notes = select_devices(args.simulate, args.gpu_indices, args.cpu_indices)
-        from zeus_core.monitor.energy import ZeusMonitor
+        from zeus_core.monitor._energy import ZeusMonitor
 
         monitor = ZeusMonitor(gpus=gpus, cpus=cpus, sync_execution_with=None)
         header = _csv_header(gpus, cpus)

@@ -1,8 +1,8 @@
 """``zeus-suite metrics``: a Prometheus ``/metrics`` endpoint for this machine's GPUs and CPUs.
 
 Values are read from the devices when Prometheus scrapes (a
-:class:`~zeus_core.monitor.prometheus.PrometheusExporter` over a
-:class:`~zeus_core.monitor.energy.ZeusMonitor`): no background sampling, no spawned processes.
+:class:`~zeus_core.monitor._prometheus.PrometheusExporter` over a
+:class:`~zeus_core.monitor._energy.ZeusMonitor`): no background sampling, no spawned processes.
 The first line on stdout is ``zeus-suite metrics: serving <url> ...`` (with the port the OS
 picked under ``--port 0``). Runs until Ctrl-C or SIGTERM, then exits with 0.
 
@@ -69,8 +69,8 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    from zeus_core.monitor.energy import ZeusMonitor
-    from zeus_core.monitor.prometheus import PrometheusExporter
+    from zeus_core.monitor._energy import ZeusMonitor
+    from zeus_core.monitor._prometheus import PrometheusExporter
 
     monitor = ZeusMonitor(gpus=gpus, cpus=cpus, sync_execution_with=None)
     try:

@@ -1,10 +1,10 @@
 """``zeus-suite power``: live power per device until Ctrl-C (or ``--duration``), then a summary.
 
 GPU power is sampled every ``--interval`` seconds by a
-:class:`~zeus_core.monitor.power.PowerMonitor`; CPU package and DRAM power come from RAPL
+:class:`~zeus_core.monitor._power.PowerMonitor`; CPU package and DRAM power come from RAPL
 energy deltas. Each display line (or the live table, in a terminal) shows the average power
 since the previous display. The summary's energy comes from the devices' energy counters where
-they have one (a :class:`~zeus_core.monitor.energy.ZeusMonitor` window), else from the sampled
+they have one (a :class:`~zeus_core.monitor._energy.ZeusMonitor` window), else from the sampled
 power. ``--csv`` writes the whole power timeline.
 """
 
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from zeus_core.device.base import CPU, GPU
+from zeus_core.device._base import CPU, GPU
 from zeus_core.exceptions import ZeusError
 from zeus_core.monitor._cli_measure import (
     StopRequested,
@@ -72,8 +72,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         gpus, cpus, notes = select_devices(args.simulate, args.gpu_indices, args.cpu_indices)
-        from zeus_core.monitor.energy import ZeusMonitor
-        from zeus_core.monitor.power import PowerMonitor
+        from zeus_core.monitor._energy import ZeusMonitor
+        from zeus_core.monitor._power import PowerMonitor
 
         energy = ZeusMonitor(
             gpus=gpus, cpus=cpus, sync_execution_with=None, power_sample_interval_s=args.interval

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Sequence, TextIO
 
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceError
-from zeus_core.monitor.measurement import Measurement
+from zeus_core.monitor._measurement import Measurement
 
 __all__ = ["WindowLog"]
 

@@ -15,7 +15,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Generic, NamedTuple, TypeVar
 
-from zeus_core.device.base import PowerLimitConstraints
+from zeus_core.device._base import PowerLimitConstraints
 from zeus_core.exceptions import ZeusConfigError
 
 __all__ = ["ClockRange", "GpuProduct", "GPU_CATALOGUE", "gpu_product", "Preset"]

@@ -25,7 +25,7 @@ Example:
     >>> from zeus_core.testing import VirtualClock
     >>> fake = FakeNVML([FakeGPUSpec.a40(), FakeGPUSpec.a40()], clock=VirtualClock())
     >>> with fake.install():
-    ...     from zeus_core.device.nvidia import nvidia_gpus
+    ...     from zeus_core.device._nvidia import nvidia_gpus
     ...     gpus = nvidia_gpus(environ={})
     >>> len(gpus)
     2

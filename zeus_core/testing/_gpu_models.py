@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from zeus_core.device.base import PowerLimitConstraints
+from zeus_core.device._base import PowerLimitConstraints
 from zeus_core.exceptions import ZeusConfigError, ZeusNotSupportedError, ZeusProfileError
 from zeus_core.testing._catalogue import GPU_CATALOGUE, Preset
 

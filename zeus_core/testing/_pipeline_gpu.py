@@ -38,7 +38,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from zeus_core.device.base import Clock
+from zeus_core.device._base import Clock
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.testing._clock import VirtualClock
 from zeus_core.testing._gpu_models import GpuBehavior, PhysicalModel

@@ -24,7 +24,7 @@ power exactly (J). The idealized :class:`FakeNVML` stays for tests that need exa
 Example:
     >>> fake = QuirkyNVML([FakeGPUSpec.h100()], quirks=Quirks.hopper(), profiles=[square_wave()])
     >>> with fake.install():
-    ...     from zeus_core.device.nvidia import nvidia_gpus
+    ...     from zeus_core.device._nvidia import nvidia_gpus
     ...     gpu = nvidia_gpus(environ={})[0]
 """
 

@@ -14,8 +14,8 @@ import threading
 import time
 from typing import Any, Literal, Sequence
 
-from zeus_core.device.activity import Activity, ProcessActivity
-from zeus_core.device.base import GPU, Clock, PowerLimitConstraints, wall_clock
+from zeus_core.device._activity import Activity, ProcessActivity
+from zeus_core.device._base import GPU, Clock, PowerLimitConstraints, wall_clock
 from zeus_core.exceptions import ZeusConfigError, ZeusNotSupportedError, ZeusPermissionError
 from zeus_core.testing._clock import VirtualClock
 from zeus_core.testing._gpu_models import GpuBehavior
@@ -47,7 +47,7 @@ class SimulatedGPU(GPU):
         can_control: ``False`` emulates a process without the right to set limits or clocks.
         busy: Whether the GPU starts busy.
         activity: What the GPU follows when not explicitly busy: an
-            :class:`~zeus_core.device.activity.Activity`, ``None`` (idle unless busy), or
+            :class:`~zeus_core.device._activity.Activity`, ``None`` (idle unless busy), or
             ``"auto"``: this process's CPU time on the wall clock, ``None`` on any other clock.
 
     Example:

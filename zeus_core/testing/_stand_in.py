@@ -13,8 +13,8 @@ import os
 from typing import Any, Mapping, Sequence
 
 from zeus_core import console
-from zeus_core.device.activity import ChildProcessActivity
-from zeus_core.device.base import GPU
+from zeus_core.device._activity import ChildProcessActivity
+from zeus_core.device._base import GPU
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.testing._gpu_models import PhysicalModel
 from zeus_core.testing._simulated_gpu import SimulatedGPU

@@ -25,10 +25,11 @@ import os
 import weakref
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from zeus_core import console, distributed
+from zeus_core import _distributed as distributed
+from zeus_core import console
 from zeus_core.callback import TrainingProtocol
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.monitor._energy import ZeusMonitor
 from zeus_core.testing import SimulatedGPU
 from zeus_core.testing._stand_in import simulated_gpu, simulated_stand_in
 from zeus_core.training._tracker import STAGES, TrainingTracker, check_tracker_args, metric_key, stage_key

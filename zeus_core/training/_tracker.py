@@ -2,7 +2,7 @@
 
 Framework adapters (Lightning, Hugging Face, Accelerate) drive one :class:`TrainingTracker`
 with the six protocol events; it measures the whole run, every epoch and (optionally) every
-N-th optimizer step with a :class:`~zeus_core.monitor.energy.ZeusMonitor`, sums the energy over
+N-th optimizer step with a :class:`~zeus_core.monitor._energy.ZeusMonitor`, sums the energy over
 ranks, turns the results into metric dictionaries with fixed keys, and forwards every event to
 the optimizers it was given. All measurement and aggregation logic lives here, so adapters only
 translate events and log dictionaries.
@@ -29,11 +29,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from zeus_core import distributed
+from zeus_core import _distributed as distributed
 from zeus_core.callback import CallbackList, TrainingCallback, TrainingProtocol
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.monitor.measurement import Measurement
+from zeus_core.monitor._energy import ZeusMonitor
+from zeus_core.monitor._measurement import Measurement
 
 __all__ = ["TrainingTracker", "metric_key", "stage_key", "check_tracker_args", "STAGES"]
 

@@ -17,7 +17,7 @@ import logging
 import math
 from typing import Any, Mapping
 
-from zeus_core import distributed
+from zeus_core import _distributed as distributed
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
 

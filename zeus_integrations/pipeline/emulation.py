@@ -38,9 +38,9 @@ from typing import Any, Callable, ContextManager, Sequence
 
 import torch
 
-from zeus_core import distributed
+from zeus_core import _distributed as distributed
 from zeus_core.exceptions import ZeusError
-from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.monitor._energy import ZeusMonitor
 from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
 from zeus_core.optimizer.pipeline_frequency.runtime import PerseusRuntime
 from zeus_core.testing import InstructionWork, SimulatedPipelineGPU

@@ -18,7 +18,7 @@ from accelerate import Accelerator  # noqa: E402
 from accelerate_tiny import RecordingTracker, SimModel, loader, run_epochs  # noqa: E402
 from lightning_accelerate_common import Recorder, leave_without_finalisation  # noqa: E402
 
-from zeus_core.monitor.energy import ZeusMonitor  # noqa: E402
+from zeus_core.monitor._energy import ZeusMonitor  # noqa: E402
 from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock  # noqa: E402
 from zeus_integrations.accelerate import attach  # noqa: E402
 

@@ -3,7 +3,7 @@
 During the first iterations of training, :class:`~.runtime.PerseusRuntime` locks the GPU of each
 stage to one clock per iteration, sweeping the clocks :class:`FrequencySweep` picks (highest
 first), and an :class:`InstructionProfiler` measures each instruction with a
-:class:`~zeus_core.monitor.energy.ZeusMonitor` window. The rows it collects are exactly the
+:class:`~zeus_core.monitor._energy.ZeusMonitor` window. The rows it collects are exactly the
 planner's profile CSV (``stage,instruction,frequency,time,energy``; see
 :class:`~.profile.InstructionProfile`).
 
@@ -13,7 +13,7 @@ energy of an iteration outside its instructions, divided by the time outside its
 
 Example:
     >>> from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
-    >>> from zeus_core.monitor.energy import ZeusMonitor
+    >>> from zeus_core.monitor._energy import ZeusMonitor
     >>> clock = VirtualClock()
     >>> gpu = SimulatedGPU(PhysicalModel.a40(), clock=clock, busy=True)
     >>> profiler = InstructionProfiler(ZeusMonitor(gpus=[gpu], cpu_indices=[]), stage=0)
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
-from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.monitor._energy import ZeusMonitor
 from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
 from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind
 

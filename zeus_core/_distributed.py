@@ -5,7 +5,7 @@ or torch is not installed. "Rank" here always means the *global* rank.
 
 This module stands at the bottom of the package: it imports nothing from ``zeus_core``.
 :func:`reduce_measurement` takes any object shaped like a measurement window (:class:`WindowTotals`,
-which :class:`zeus_core.monitor.measurement.Measurement` satisfies).
+which :class:`zeus_core.monitor._measurement.Measurement` satisfies).
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def all_gather_object(obj: Any) -> list[Any]:
 class WindowTotals(Protocol):
     """What :func:`reduce_measurement` reads from one rank's measurement window.
 
-    :class:`zeus_core.monitor.measurement.Measurement` has these attributes; the protocol keeps
+    :class:`zeus_core.monitor._measurement.Measurement` has these attributes; the protocol keeps
     this low-level module from importing the monitor package above it.
     """
 

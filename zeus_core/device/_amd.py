@@ -20,10 +20,10 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, Mapping
 
-from zeus_core.device import privileges
-from zeus_core.device.base import GPU, PowerLimitConstraints
-from zeus_core.device.registry import Unavailable
-from zeus_core.device.visibility import parse_visible_devices
+from zeus_core.device import _privileges as privileges
+from zeus_core.device._base import GPU, PowerLimitConstraints
+from zeus_core.device._registry import Unavailable
+from zeus_core.device._visibility import parse_visible_devices
 from zeus_core.exceptions import (
     ZeusConfigError,
     ZeusDeviceError,
@@ -161,7 +161,7 @@ class AMDGPU(GPU):
         ZeusDeviceError: amdsmi is not available.
 
     Example:
-        >>> from zeus_core.device.amd import amd_gpus
+        >>> from zeus_core.device._amd import amd_gpus
         >>> gpu = amd_gpus()[0]  # doctest: +SKIP
         >>> gpu.name, gpu.get_power()  # doctest: +SKIP
         ('AMD Instinct MI300X', 512.0)
@@ -255,7 +255,7 @@ class AMDGPU(GPU):
         """Verify, without writing anything, that this process may set caps and clocks.
 
         The cap must be readable, and the process must hold ``CAP_SYS_ADMIN`` (root):
-        :func:`~zeus_core.device.privileges.has_admin_rights`.
+        :func:`~zeus_core.device._privileges.has_admin_rights`.
 
         Raises:
             ZeusPermissionError: No permission; the message says how to get it.

@@ -31,7 +31,7 @@ import weakref
 from collections import deque
 from typing import Iterable, Sequence
 
-from zeus_core.device.base import GPU, wall_clock
+from zeus_core.device._base import GPU, wall_clock
 from zeus_core.exceptions import ZeusDeviceError, ZeusError
 
 __all__ = ["BackgroundReader", "GpuTrack", "Stamp", "PendingGpuEnergy", "shared_reader", "generation"]

@@ -17,10 +17,10 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any, Mapping
 
-from zeus_core.device import privileges
-from zeus_core.device.base import GPU, PowerLimitConstraints
-from zeus_core.device.registry import Unavailable
-from zeus_core.device.visibility import parse_visible_devices
+from zeus_core.device import _privileges as privileges
+from zeus_core.device._base import GPU, PowerLimitConstraints
+from zeus_core.device._registry import Unavailable
+from zeus_core.device._visibility import parse_visible_devices
 from zeus_core.exceptions import (
     ZeusConfigError,
     ZeusDeviceError,
@@ -167,7 +167,7 @@ class NVIDIAGPU(GPU):
         ZeusDeviceError: NVML is not available (no driver).
 
     Example:
-        >>> from zeus_core.device.nvidia import nvidia_gpus
+        >>> from zeus_core.device._nvidia import nvidia_gpus
         >>> gpu = nvidia_gpus()[0]  # doctest: +SKIP
         >>> gpu.name, gpu.power_limit_constraints()  # doctest: +SKIP
         ('NVIDIA A40', PowerLimitConstraints(min_w=100.0, max_w=300.0, default_w=300.0))
@@ -272,7 +272,7 @@ class NVIDIAGPU(GPU):
 
         NVML must report power management as enabled (where it answers) and a limit range wider
         than one value, and the process must hold
-        ``CAP_SYS_ADMIN`` (root): :func:`~zeus_core.device.privileges.has_admin_rights`.
+        ``CAP_SYS_ADMIN`` (root): :func:`~zeus_core.device._privileges.has_admin_rights`.
 
         Raises:
             ZeusPermissionError: No permission; the message says how to get it.

@@ -29,7 +29,7 @@ import threading
 import weakref
 from pathlib import Path
 
-from zeus_core.device.base import CPU, CpuEnergy
+from zeus_core.device._base import CPU, CpuEnergy
 from zeus_core.exceptions import ZeusDeviceError, ZeusPermissionError
 
 __all__ = ["DEFAULT_SYSFS_ROOT", "RaplCPU", "rapl_cpus"]

@@ -1,6 +1,6 @@
 """Prometheus export of a ZeusMonitor's devices and windows: a pull endpoint and Pushgateway pushes.
 
-:class:`PrometheusExporter` publishes a :class:`~zeus_core.monitor.energy.ZeusMonitor`'s devices
+:class:`PrometheusExporter` publishes a :class:`~zeus_core.monitor._energy.ZeusMonitor`'s devices
 to Prometheus in two ways: a pull ``/metrics`` endpoint (:meth:`PrometheusExporter.serve`) whose
 values are read from the devices when Prometheus scrapes, with no background process or sampling
 thread, and a push to a Pushgateway (:meth:`PrometheusExporter.push`) for batch jobs that end
@@ -25,8 +25,8 @@ from zeus_core.exceptions import ZeusConfigError
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-    from zeus_core.monitor.energy import WindowHandle, ZeusMonitor
-    from zeus_core.monitor.measurement import Measurement
+    from zeus_core.monitor._energy import WindowHandle, ZeusMonitor
+    from zeus_core.monitor._measurement import Measurement
 
 __all__ = [
     "PrometheusExporter",
@@ -235,7 +235,7 @@ class MetricsServer:
 
 
 class PrometheusExporter:
-    """Exports a :class:`~zeus_core.monitor.energy.ZeusMonitor`'s devices and windows to Prometheus.
+    """Exports a :class:`~zeus_core.monitor._energy.ZeusMonitor`'s devices and windows to Prometheus.
 
     Unlike the published Zeus (push-only metrics fed by spawned processes), device values are read
     when Prometheus scrapes :meth:`serve`'s endpoint, with no background process, thread or
