@@ -26,7 +26,7 @@ on the hook's attributes.
 from __future__ import annotations
 
 import importlib.util
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 if importlib.util.find_spec("accelerate") is None:  # pragma: no cover - exercised with accelerate hidden
     raise ModuleNotFoundError(
@@ -37,14 +37,35 @@ if importlib.util.find_spec("accelerate") is None:  # pragma: no cover - exercis
 
 from zeus_core.callback import TrainingProtocol
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.monitor._energy import ZeusMonitor
 from zeus_core.training._lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
+from zeus_core.training._options import TrainingOptions, ZeusOptimizers, check_options
 
 if TYPE_CHECKING:
     import torch
     from accelerate import Accelerator  # type: ignore[import-untyped]
+    from typing_extensions import Unpack
 
-__all__ = ["ZeusAccelerateHook", "attach"]
+__all__ = ["ZeusAccelerateHook", "AccelerateOptions", "attach"]
+
+
+class AccelerateOptions(TrainingOptions, total=False):
+    """:class:`~zeus_core.training.TrainingOptions` plus what only the Accelerate hook takes.
+
+    Attributes:
+        zeus_optimizers: Training-protocol objects (e.g. a ``GlobalPowerLimitOptimizer``) that
+            receive every event, steps being optimizer steps (the loop's torch optimizers are
+            ``attach``'s third argument).
+        checkpoint: Register the hook with ``accelerator.register_for_checkpointing`` so
+            ``save_state``/``load_state`` carry the totals and the optimizers' decisions (attach
+            before calling ``load_state``). Default ``True``.
+
+    Example:
+        >>> from zeus_integrations.accelerate import AccelerateOptions
+        >>> options: AccelerateOptions = {"checkpoint": False, "log_every_n_steps": 10}
+    """
+
+    zeus_optimizers: ZeusOptimizers
+    checkpoint: bool
 
 
 class ZeusAccelerateHook(LifecycleResults):
@@ -64,22 +85,16 @@ class ZeusAccelerateHook(LifecycleResults):
     Args:
         accelerator: The ``accelerate.Accelerator`` running the loop.
         models: The prepared model, or several (e.g. a GAN's two networks).
-        optimizers: The prepared optimizer, or several.
-        zeus_optimizer: A training-protocol object (e.g. ``GlobalPowerLimitOptimizer``) or a
-            sequence of them; they receive every event, steps being optimizer steps.
-        monitor: The monitor to read; default: one for ``accelerator.device``'s GPU, plus the CPU
-            packages and DRAM (where readable) on each machine's first process.
-        log_every_n_steps: Also measure and log every N-th optimizer step (``None``: never).
-        include_validation: Count eval-mode forward passes in the training windows.
-        checkpoint: Register the hook with ``accelerator.register_for_checkpointing`` so
-            ``save_state``/``load_state`` carry the totals and the optimizers' decisions. Attach
-            before calling ``load_state``.
-        verbose: Show epoch and run summaries on the console (main process).
-        simulate: Simulate this GPU model (``"a40"``, ``"a100"``, ``"h100"``) when no GPU is found.
+        optimizers: The prepared (torch) optimizer, or several.
+        **options: The options every adapter takes (:class:`~zeus_core.training.TrainingOptions`:
+            ``monitor``, ``log_every_n_steps``, ``include_validation``, ``verbose``, ``simulate``),
+            and :class:`AccelerateOptions`: ``zeus_optimizers`` (training-protocol objects, e.g. a
+            ``GlobalPowerLimitOptimizer``) and ``checkpoint``.
 
     Raises:
         ZeusConfigError: No model or optimizer was given, ``log_every_n_steps`` is not positive,
-            or ``zeus_optimizer`` does not implement the training protocol.
+            or ``zeus_optimizers`` does not implement the training protocol.
+        TypeError: An option that does not exist.
 
     Example:
         >>> from accelerate import Accelerator
@@ -102,28 +117,17 @@ class ZeusAccelerateHook(LifecycleResults):
         accelerator: Accelerator,
         models: torch.nn.Module | Sequence[torch.nn.Module],
         optimizers: torch.optim.Optimizer | Sequence[torch.optim.Optimizer],
-        *,
-        zeus_optimizer: TrainingProtocol | Sequence[TrainingProtocol] | None = None,
-        monitor: ZeusMonitor | None = None,
-        log_every_n_steps: int | None = None,
-        include_validation: bool = False,
-        checkpoint: bool = True,
-        verbose: bool = True,
-        simulate: str | None = None,
+        **options: Unpack[AccelerateOptions],
     ) -> None:
+        check_options("attach", options, AccelerateOptions)
         self.models = _as_list(models, "models")
         self.optimizers = _as_list(optimizers, "optimizers")
+        self.checkpoint = options.get("checkpoint", True)
+        common = {k: v for k, v in options.items() if k not in ("checkpoint", "zeus_optimizers")}
         self.lifecycle = TrainingLifecycle(
-            "attach(zeus_optimizer=...)",
-            zeus_optimizer,
-            monitor=monitor,
-            log_every_n_steps=log_every_n_steps,
-            include_validation=include_validation,
-            verbose=verbose,
-            simulate=simulate,
+            "attach", options.get("zeus_optimizers"), **cast(TrainingOptions, common)
         )
         self.accelerator = accelerator
-        self.checkpoint = checkpoint
         self._handles: list[Any] = []
         self._step_open = False
         self._window_done = False  # the open step's last micro-batch has run (sync_gradients was set)
@@ -134,7 +138,7 @@ class ZeusAccelerateHook(LifecycleResults):
     @property
     def zeus_optimizers(self) -> list[TrainingProtocol]:
         """The protocol objects receiving every event."""
-        return self.lifecycle.optimizers
+        return self.lifecycle.zeus_optimizers
 
     @property
     def epoch_metrics(self) -> dict[str, float]:
@@ -262,17 +266,15 @@ def attach(
     accelerator: Accelerator,
     models: torch.nn.Module | Sequence[torch.nn.Module],
     optimizers: torch.optim.Optimizer | Sequence[torch.optim.Optimizer],
-    **options: Any,
+    **options: Unpack[AccelerateOptions],
 ) -> ZeusAccelerateHook:
     """Hook Zeus into an Accelerate loop; use the result as a context manager around the loop.
 
     Args:
         accelerator: The ``Accelerator``.
         models: The prepared model(s).
-        optimizers: The prepared optimizer(s).
-        **options: Keyword options of :class:`ZeusAccelerateHook` (``zeus_optimizer``,
-            ``monitor``, ``log_every_n_steps``, ``include_validation``, ``checkpoint``,
-            ``verbose``, ``simulate``).
+        optimizers: The prepared (torch) optimizer(s).
+        **options: The options of :class:`ZeusAccelerateHook` (:class:`AccelerateOptions`).
 
     Returns:
         The attached hook; leaving its ``with`` block (or calling ``end()``) ends training.

@@ -22,14 +22,14 @@ callback. ``fabric.save(path, {"zeus": callback, ...})`` and ``fabric.load`` car
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable
 
-from zeus_core.callback import TrainingProtocol
-from zeus_core.monitor._energy import ZeusMonitor
 from zeus_core.training._lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
+from zeus_core.training._options import TrainingOptions, ZeusOptimizers, check_options
 
 if TYPE_CHECKING:
     from lightning.fabric import Fabric
+    from typing_extensions import Unpack
 
 __all__ = ["ZeusFabricCallback"]
 
@@ -50,15 +50,13 @@ class ZeusFabricCallback(LifecycleResults):
     ``energy/train_{gpu,cpu,dram}_j``; always ``simulated`` and ``estimated`` (1.0 or 0.0).
 
     Args:
-        optimizer: A training-protocol object (e.g. ``GlobalPowerLimitOptimizer``) or a sequence.
-        monitor: The monitor to read; default: one built at ``on_train_start`` for this process.
-        log_every_n_steps: Also measure and log every N-th step (``None``: never).
-        include_validation: Count stages inside the training windows.
-        verbose: Show epoch and run summaries on the console (rank zero).
-        simulate: Simulate this GPU model (``"a40"``, ``"a100"``, ``"h100"``) when no GPU is found.
+        zeus_optimizers: A training-protocol object (e.g. ``GlobalPowerLimitOptimizer``) or a sequence.
+        **options: The options every adapter takes (:class:`~zeus_core.training.TrainingOptions`:
+            ``monitor``, ``log_every_n_steps``, ``include_validation``, ``verbose``, ``simulate``).
 
     Raises:
         ZeusConfigError: A bad optimizer, step count or ``simulate`` name.
+        TypeError: An option that does not exist.
 
     Example:
         >>> from lightning.fabric import Fabric
@@ -77,25 +75,9 @@ class ZeusFabricCallback(LifecycleResults):
         6
     """
 
-    def __init__(
-        self,
-        optimizer: TrainingProtocol | Sequence[TrainingProtocol] | None = None,
-        *,
-        monitor: ZeusMonitor | None = None,
-        log_every_n_steps: int | None = None,
-        include_validation: bool = False,
-        verbose: bool = True,
-        simulate: str | None = None,
-    ) -> None:
-        self.lifecycle = TrainingLifecycle(
-            "ZeusFabricCallback",
-            optimizer,
-            monitor=monitor,
-            log_every_n_steps=log_every_n_steps,
-            include_validation=include_validation,
-            verbose=verbose,
-            simulate=simulate,
-        )
+    def __init__(self, zeus_optimizers: ZeusOptimizers = None, **options: Unpack[TrainingOptions]) -> None:
+        check_options("ZeusFabricCallback", options, TrainingOptions)
+        self.lifecycle = TrainingLifecycle("ZeusFabricCallback", zeus_optimizers, **options)
         self._fabric: Callable[[], Fabric | None] = lambda: None
         self._step_open = False
 

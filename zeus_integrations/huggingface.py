@@ -34,15 +34,14 @@ evaluation's metrics.
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable
 
 from zeus_core import _distributed as distributed
 from zeus_core import console
 from zeus_core.callback import TrainingProtocol
-from zeus_core.monitor._energy import ZeusMonitor
-from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
+from zeus_core.optimizer.power_limit import GlobalPowerLimitOptimizer
 from zeus_core.training._lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
-from zeus_core.training._trial_reporter import trial_reporter
+from zeus_core.training._options import TrialOptions, ZeusOptimizers
 
 try:
     from transformers.trainer_callback import ExportableState, TrainerCallback, TrainerControl, TrainerState
@@ -64,8 +63,9 @@ except ModuleNotFoundError as _missing:  # pragma: no cover - exercised in a sub
 
 if TYPE_CHECKING:
     from transformers import Trainer
+    from typing_extensions import Unpack
 
-__all__ = ["ZeusTrainerCallback"]
+__all__ = ["ZeusTrainerCallback", "HFGlobalPowerLimitOptimizer"]
 
 
 _SUMMARY_KEYS = frozenset({"train_runtime", "train_loss"})  # only in the Trainer's end-of-training log
@@ -102,25 +102,19 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState, LifecycleResults):
     ``restore_callback_states_from_checkpoint`` at its default (False).
 
     Args:
-        optimizer: A protocol object (``on_train_begin`` ... ``on_train_end``), e.g. a
+        zeus_optimizers: A protocol object (``on_train_begin`` ... ``on_train_end``), e.g. a
             ``GlobalPowerLimitOptimizer``, or a sequence of them. Each receives every event.
-        monitor: The monitor to measure with (e.g. the one a power-limit optimizer also uses).
-            ``None``: one is built for this process's GPUs when training (or evaluation) begins.
-        log_every_n_steps: Also measure and log every N-th optimizer step (``None``: no step entries).
-        include_validation: Count evaluation time inside the training and epoch windows.
-        batch_size_optimizer: A :class:`~zeus_core.BatchSizeOptimizer` whose trial chose this run's
-            batch size (``bso.get_batch_size()`` before building the Trainer). Every epoch is
-            reported with the metric ``metric_name``; when the server says stop training stops,
-            and its end reports the trial's result (a failed ``train()`` abandons the trial).
-        metric_name: The evaluation metric the job's target is for, as the Trainer names it
-            (e.g. ``"eval_accuracy"``); required with ``batch_size_optimizer``.
-        verbose: Show epoch and run summaries on the console (rank zero).
-        simulate: Simulate this GPU model (``"a40"``, ``"a100"``, ``"h100"``) when no GPU is found.
+        **options: The options every adapter takes (:class:`~zeus_core.training.TrainingOptions`:
+            ``monitor``, ``log_every_n_steps``, ``include_validation``, ``verbose``, ``simulate``)
+            and a batch-size trial's (:class:`~zeus_core.training.TrialOptions`:
+            ``batch_size_optimizer``, ``metric_name`` as the Trainer names it, e.g.
+            ``"eval_accuracy"``); a failed ``train()`` abandons the trial.
 
     Raises:
-        ZeusConfigError: ``optimizer`` does not implement the protocol, ``log_every_n_steps`` < 1,
-            ``simulate`` names no known GPU, or ``batch_size_optimizer`` comes without
+        ZeusConfigError: ``zeus_optimizers`` does not implement the protocol, ``log_every_n_steps``
+            < 1, ``simulate`` names no known GPU, or ``batch_size_optimizer`` comes without
             ``metric_name`` (or the reverse).
+        TypeError: An option that does not exist.
 
     Example:
         >>> from transformers import Trainer, TrainingArguments  # doctest: +SKIP
@@ -131,28 +125,8 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState, LifecycleResults):
         >>> result.metrics["energy/train_j"], zeus.epoch_history[0]["energy/epoch_j"]  # doctest: +SKIP
     """
 
-    def __init__(
-        self,
-        optimizer: TrainingProtocol | Sequence[TrainingProtocol] | None = None,
-        *,
-        monitor: ZeusMonitor | None = None,
-        log_every_n_steps: int | None = None,
-        include_validation: bool = False,
-        batch_size_optimizer: BatchSizeOptimizer | None = None,
-        metric_name: str | None = None,
-        verbose: bool = True,
-        simulate: str | None = None,
-    ) -> None:
-        self.lifecycle = TrainingLifecycle(
-            "ZeusTrainerCallback",
-            optimizer,
-            monitor=monitor,
-            log_every_n_steps=log_every_n_steps,
-            include_validation=include_validation,
-            verbose=verbose,
-            simulate=simulate,
-            trial_reporter=trial_reporter("ZeusTrainerCallback", batch_size_optimizer, metric_name),
-        )
+    def __init__(self, zeus_optimizers: ZeusOptimizers = None, **options: Unpack[TrialOptions]) -> None:
+        self.lifecycle = TrainingLifecycle(type(self).__name__, zeus_optimizers, **options)
         self._trainer_ref: Callable[[], Trainer | None] = lambda: None
         self._hooked: Callable[[], Any] = lambda: None  # the model carrying our forward pre-hook
         self._hook: Any = None
@@ -164,9 +138,9 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState, LifecycleResults):
 
     # -- results ----------------------------------------------------------------------------------
     @property
-    def optimizers(self) -> list[TrainingProtocol]:
+    def zeus_optimizers(self) -> list[TrainingProtocol]:
         """The protocol objects receiving every event."""
-        return self.lifecycle.optimizers
+        return self.lifecycle.zeus_optimizers
 
     # -- binding to a trainer ------------------------------------------------------------------
     def attach(self, trainer: Trainer) -> ZeusTrainerCallback:
@@ -284,13 +258,9 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState, LifecycleResults):
 
     @override
     def on_evaluate(
-        self,
-        args: TrainingArguments,
-        state: TrainerState,
-        control: TrainerControl,
-        metrics: dict[str, float] | None = None,
-        **kwargs: Any,
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
+        metrics: dict[str, float] | None = kwargs.get("metrics")  # what trainer.evaluate() returns
         stage = self._end_stage("val", state)
         if metrics is not None:
             self._last_eval = dict(metrics)
@@ -313,13 +283,9 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState, LifecycleResults):
 
     @override
     def on_log(
-        self,
-        args: TrainingArguments,
-        state: TrainerState,
-        control: TrainerControl,
-        logs: dict[str, float] | None = None,
-        **kwargs: Any,
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
+        logs: dict[str, float] | None = kwargs.get("logs")  # the entry being logged
         if logs is not None and self.lifecycle.training and _SUMMARY_KEYS <= logs.keys():
             totals = self._finish()
             self._publish(totals, state)
@@ -433,3 +399,29 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState, LifecycleResults):
                 f"ZeusTrainerCallback: energy entries go to state.log_history; to send them to report_to "
                 f"{integrations} as well, bind the callback with ZeusTrainerCallback(...).attach(trainer).",
             )
+
+
+class HFGlobalPowerLimitOptimizer(ZeusTrainerCallback):
+    """Zeus's name for the power-limit optimizer as a ``Trainer`` callback (for code written for Zeus).
+
+    ``HFGlobalPowerLimitOptimizer(monitor, ...)`` is a :class:`ZeusTrainerCallback` driving a
+    :class:`~zeus_core.optimizer.power_limit.GlobalPowerLimitOptimizer` built from the same
+    arguments, measuring with that optimizer's monitor; the optimizer's ``metrics()``
+    (``power/limit_w``) join every epoch entry. When ``train()`` raises, Transformers calls no
+    callback: the optimizer's own exit and signal handlers restore the limits.
+
+    Args:
+        *args: The arguments of :class:`~zeus_core.optimizer.power_limit.GlobalPowerLimitOptimizer`
+            (``monitor``, ``optimum_selector``, ``wait_steps``, ...), as in Zeus.
+        **kwargs: Its keyword arguments.
+
+    Attributes:
+        optimizer: The :class:`~zeus_core.optimizer.power_limit.GlobalPowerLimitOptimizer`.
+
+    Example:
+        >>> trainer = Trainer(model, args, callbacks=[HFGlobalPowerLimitOptimizer(monitor)])  # doctest: +SKIP
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.optimizer = GlobalPowerLimitOptimizer(*args, **kwargs)
+        super().__init__(self.optimizer, monitor=self.optimizer.monitor)

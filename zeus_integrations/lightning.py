@@ -22,7 +22,7 @@ and failure logic) and logs the results through Lightning's own logging:
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 try:
     import lightning.pytorch as pl
@@ -36,11 +36,13 @@ except ModuleNotFoundError as _e:  # pragma: no cover - exercised in a test with
 from typing_extensions import override
 
 from zeus_core.callback import TrainingProtocol
-from zeus_core.monitor._energy import ZeusMonitor
-from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
 from zeus_core.training._lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
+from zeus_core.training._options import TrialOptions, ZeusOptimizers
 from zeus_core.training._tracker import metric_key
-from zeus_core.training._trial_reporter import TrialReporter, trial_reporter
+from zeus_core.training._trial_reporter import TrialReporter
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["ZeusCallback"]
 
@@ -80,25 +82,22 @@ class ZeusCallback(Callback, LifecycleResults):
     so a resumed fit continues the totals (and, from a mid-epoch checkpoint, the epoch).
 
     Args:
-        optimizer: A training-protocol object (e.g.
+        zeus_optimizers: A training-protocol object (e.g.
             :class:`~zeus_core.optimizer.power_limit.GlobalPowerLimitOptimizer`) or a sequence of
             them; every protocol event reaches them, steps being optimizer steps. Their
             ``on_train_end`` (which restores GPU settings) runs on every exit path.
-        monitor: The monitor to read; default: one built in ``setup`` for this process's devices.
-        log_every_n_steps: Also measure and log every N-th optimizer step (``None``: never).
-        include_validation: Count validation time and energy in the training windows.
         prog_bar: Show ``energy/epoch_j`` and ``power/avg_w`` in the progress bar.
-        batch_size_optimizer: A :class:`~zeus_core.BatchSizeOptimizer` with a trial started,
-            to report every epoch to (``None``: none).
-        metric_name: The logged validation metric the job's target is for (e.g. ``"val_acc"``);
-            required with ``batch_size_optimizer``.
-        verbose: Show epoch and run summaries on the console.
-        simulate: Simulate this GPU model (``"a40"``, ``"a100"``, ``"h100"``) when no GPU is found.
+        **options: The options every adapter takes (:class:`~zeus_core.training.TrainingOptions`:
+            ``monitor``, ``log_every_n_steps``, ``include_validation``, ``verbose``, ``simulate``)
+            and a batch-size trial's (:class:`~zeus_core.training.TrialOptions`:
+            ``batch_size_optimizer``, ``metric_name``, the logged validation metric, e.g.
+            ``"val_acc"``).
 
     Raises:
-        ZeusConfigError: ``log_every_n_steps`` is not positive, ``optimizer`` does not
+        ZeusConfigError: ``log_every_n_steps`` is not positive, ``zeus_optimizers`` does not
             implement the training protocol, ``simulate`` names no known GPU, or
             ``batch_size_optimizer`` comes without ``metric_name`` (or the reverse).
+        TypeError: An option that does not exist.
 
     Example:
         >>> import lightning.pytorch as pl
@@ -112,29 +111,13 @@ class ZeusCallback(Callback, LifecycleResults):
 
     def __init__(
         self,
-        optimizer: TrainingProtocol | Sequence[TrainingProtocol] | None = None,
+        zeus_optimizers: ZeusOptimizers = None,
         *,
-        monitor: ZeusMonitor | None = None,
-        log_every_n_steps: int | None = None,
-        include_validation: bool = False,
         prog_bar: bool = True,
-        batch_size_optimizer: BatchSizeOptimizer | None = None,
-        metric_name: str | None = None,
-        verbose: bool = True,
-        simulate: str | None = None,
+        **options: Unpack[TrialOptions],
     ) -> None:
-        self.lifecycle = TrainingLifecycle(
-            "ZeusCallback",
-            optimizer,
-            monitor=monitor,
-            log_every_n_steps=log_every_n_steps,
-            include_validation=include_validation,
-            verbose=verbose,
-            simulate=simulate,
-            trial_reporter=trial_reporter("ZeusCallback", batch_size_optimizer, metric_name),
-        )
+        self.lifecycle = TrainingLifecycle("ZeusCallback", zeus_optimizers, **options)
         self.prog_bar = prog_bar
-        self._metric_name = metric_name
         self._step_open = False
         self._step_start = 0
 
@@ -145,19 +128,19 @@ class ZeusCallback(Callback, LifecycleResults):
         return self.lifecycle.trial_reporter
 
     @property
-    def optimizers(self) -> list[TrainingProtocol]:
+    def zeus_optimizers(self) -> list[TrainingProtocol]:
         """The protocol objects receiving every event."""
-        return self.lifecycle.optimizers
+        return self.lifecycle.zeus_optimizers
 
     # -- set-up -------------------------------------------------------------------------------------
     @property
     @override
     def state_key(self) -> str:
         return self._generate_state_key(
-            optimizers=[type(o).__name__ for o in self.lifecycle.optimizers],
+            optimizers=[type(o).__name__ for o in self.lifecycle.zeus_optimizers],
             log_every_n_steps=self.lifecycle.log_every_n_steps,
             include_validation=self.lifecycle.include_validation,
-            metric_name=self._metric_name,
+            metric_name=self.lifecycle.metric_name,
         )
 
     @override

@@ -319,11 +319,11 @@ def test_evaluate_and_predict_outside_train_are_measured(tmp_path: Path) -> None
 
 def test_rejects_bad_configuration() -> None:
     with pytest.raises(ZeusConfigError, match="training protocol"):
-        ZeusTrainerCallback(optimizer=object())  # type: ignore[arg-type]
+        ZeusTrainerCallback(zeus_optimizers=object())  # type: ignore[arg-type]
     with pytest.raises(ZeusConfigError, match="log_every_n_steps=0"):
         ZeusTrainerCallback(log_every_n_steps=0)
     two = [Protocol(), Protocol()]
-    assert ZeusTrainerCallback(optimizer=two).optimizers == two
+    assert ZeusTrainerCallback(zeus_optimizers=two).zeus_optimizers == two
 
 
 def test_light_import_and_missing_extra_message() -> None:

@@ -76,26 +76,26 @@ def stage_key(quantity: str, stage: str, device: str | None = None) -> str:
 
 def check_tracker_args(
     who: str,
-    optimizers: TrainingProtocol | Sequence[TrainingProtocol] | None,
+    zeus_optimizers: TrainingProtocol | Sequence[TrainingProtocol] | None,
     log_every_n_steps: int | None,
 ) -> list[TrainingProtocol]:
     """Validate what adapters and :class:`TrainingTracker` take; returns the optimizers as a list.
 
     Args:
-        who: The call to name in error messages, e.g. ``"ZeusCallback(optimizer=...)"``.
-        optimizers: ``None``, one protocol object, or a sequence of them.
+        who: The call to name in error messages, e.g. ``"ZeusCallback"``.
+        zeus_optimizers: ``None``, one protocol object, or a sequence of them.
         log_every_n_steps: A positive step count or ``None``.
 
     Raises:
         ZeusConfigError: An object does not implement the training protocol, or the step count is
             not positive.
     """
-    if optimizers is None:
+    if zeus_optimizers is None:
         found: list[TrainingProtocol] = []
-    elif isinstance(optimizers, (list, tuple)):
-        found = list(optimizers)
+    elif isinstance(zeus_optimizers, (list, tuple)):
+        found = list(zeus_optimizers)
     else:
-        found = [optimizers]  # type: ignore[list-item]
+        found = [zeus_optimizers]  # type: ignore[list-item]
     for opt in found:
         if not isinstance(opt, TrainingProtocol):
             raise ZeusConfigError(
@@ -145,7 +145,7 @@ class TrainingTracker(TrainingCallback):
 
     Args:
         monitor: The monitor measuring this process's devices.
-        optimizers: Protocol objects (e.g. ``GlobalPowerLimitOptimizer``) that receive every event.
+        zeus_optimizers: Protocol objects (e.g. ``GlobalPowerLimitOptimizer``) that receive every event.
             Begin events reach them after the tracker opened its windows; end events before the
             tracker closes them, so their own windows nest inside the tracker's.
         log_every_n_steps: Measure every N-th optimizer step (``None``: no step windows).
@@ -159,12 +159,12 @@ class TrainingTracker(TrainingCallback):
     def __init__(
         self,
         monitor: ZeusMonitor,
-        optimizers: Sequence[TrainingProtocol] = (),
+        zeus_optimizers: Sequence[TrainingProtocol] = (),
         log_every_n_steps: int | None = None,
     ) -> None:
-        optimizers = check_tracker_args("TrainingTracker", list(optimizers), log_every_n_steps)
+        checked = check_tracker_args("TrainingTracker", list(zeus_optimizers), log_every_n_steps)
         self.monitor = monitor
-        self.optimizers = CallbackList(optimizers)
+        self.zeus_optimizers = CallbackList(checked)
         self.log_every_n_steps = log_every_n_steps
         self.epochs_done = 0
         self.steps_done = 0
@@ -263,7 +263,7 @@ class TrainingTracker(TrainingCallback):
         self._segment += 1
         self.monitor.begin_window(self._name("train"))
         self._in_train = True
-        self.optimizers.on_train_begin()
+        self.zeus_optimizers.on_train_begin()
 
     def on_epoch_begin(self) -> None:
         """Open the epoch's window (a resumed epoch continues its sum)."""
@@ -274,14 +274,14 @@ class TrainingTracker(TrainingCallback):
         self._in_epoch = True
         if was_paused:
             self.pause()
-        self.optimizers.on_epoch_begin()
+        self.zeus_optimizers.on_epoch_begin()
 
     def on_step_begin(self) -> None:
         """Open a step window when step figures are asked for."""
         if self.log_every_n_steps and not self._paused and not self._step_open:
             self.monitor.begin_window(self._name("step"))
             self._step_open = True
-        self.optimizers.on_step_begin()
+        self.zeus_optimizers.on_step_begin()
 
     def on_step_end(self, steps: int = 1) -> None:
         """End the open step window.
@@ -291,7 +291,7 @@ class TrainingTracker(TrainingCallback):
                 e.g. a GAN's two optimizers; ``0`` when the batch made none). Step figures are
                 made when the count passes a multiple of ``log_every_n_steps``.
         """
-        self.optimizers.on_step_end()
+        self.zeus_optimizers.on_step_end()
         before = self.steps_done
         self.steps_done += max(0, int(steps))
         self.step_metrics = {}
@@ -326,7 +326,7 @@ class TrainingTracker(TrainingCallback):
 
     def on_epoch_end(self) -> None:
         """Close the epoch's window and make :attr:`epoch_metrics` (a collective)."""
-        self.optimizers.on_epoch_end()
+        self.zeus_optimizers.on_epoch_end()
         if not self._in_epoch:
             return
         self._in_epoch = False
@@ -355,7 +355,7 @@ class TrainingTracker(TrainingCallback):
                 total.merge(self._train)
                 self.train_metrics = self._metrics(total, "train", local=failed)
         finally:
-            self.optimizers.on_train_end()
+            self.zeus_optimizers.on_train_end()
 
     def _cancel_open_windows(self) -> None:
         """Close step, stage and epoch windows without counting them (a run that ended early)."""
@@ -436,7 +436,8 @@ class TrainingTracker(TrainingCallback):
             "energy_j": done.devices,
             "ranks": ranks,
             "optimizers": [
-                opt.state_dict() if hasattr(opt, "state_dict") else None for opt in self.optimizers.callbacks
+                opt.state_dict() if hasattr(opt, "state_dict") else None
+                for opt in self.zeus_optimizers.callbacks
             ],
         }
 
@@ -453,14 +454,14 @@ class TrainingTracker(TrainingCallback):
         self.steps_done = int(state.get("steps_done", 0))
         self._prior, self._epoch_part = _prior_of_this_rank(state)
         saved = state.get("optimizers", [])
-        for opt, opt_state in zip(self.optimizers.callbacks, saved):
+        for opt, opt_state in zip(self.zeus_optimizers.callbacks, saved):
             if opt_state is not None and hasattr(opt, "load_state_dict"):
                 opt.load_state_dict(opt_state)
-        if len(saved) != len(self.optimizers.callbacks):
+        if len(saved) != len(self.zeus_optimizers.callbacks):
             logger.warning(
                 "Checkpoint holds state for %d optimizers, this tracker drives %d.",
                 len(saved),
-                len(self.optimizers.callbacks),
+                len(self.zeus_optimizers.callbacks),
             )
 
 

@@ -36,7 +36,7 @@ def main(out: Path) -> None:
     model, opt, train = accelerator.prepare(model, opt, loader(16))  # 8 batches -> 4 per process
     events = Recorder()
     with attach(
-        accelerator, model, opt, zeus_optimizer=events, monitor=ZeusMonitor(gpus=[gpu], cpu_indices=[])
+        accelerator, model, opt, zeus_optimizers=events, monitor=ZeusMonitor(gpus=[gpu], cpu_indices=[])
     ) as zeus:
         run_epochs(accelerator, model, opt, train, epochs=2)
     (out / f"rank{rank}.json").write_text(
