@@ -278,6 +278,21 @@ def attach(
 
     Returns:
         The attached hook; leaving its ``with`` block (or calling ``end()``) ends training.
+
+    Example:
+        >>> import torch
+        >>> from accelerate import Accelerator
+        >>> from zeus_integrations.accelerate import attach
+        >>> accelerator = Accelerator(cpu=True)
+        >>> model = torch.nn.Linear(2, 1)
+        >>> model, opt = accelerator.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1))
+        >>> with attach(accelerator, model, opt, simulate="a40", verbose=False, checkpoint=False) as zeus:
+        ...     for _ in range(3):
+        ...         model(torch.ones(1, 2)).sum().backward()
+        ...         opt.step()
+        ...         opt.zero_grad()
+        >>> zeus.lifecycle.steps_done, zeus.train_metrics["simulated"]
+        (3, 1.0)
     """
     return ZeusAccelerateHook(accelerator, models, optimizers, **options).attach()
 

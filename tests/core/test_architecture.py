@@ -72,7 +72,9 @@ DEPRECATION_ALIASES: dict[str, str] = {
     "zeus_core.device.discovery": "from zeus_core import get_gpus",
     "zeus_core.device.simulated": "from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock",
     # written by the perseus helper (issue 27): the old home of SimulatedPipelineGPU
-    "zeus_core.optimizer.pipeline_frequency.simulated_gpu": "from zeus_core.testing import SimulatedPipelineGPU",
+    "zeus_core.optimizer.pipeline_frequency.simulated_gpu": (
+        "from zeus_core.testing import SimulatedPipelineGPU"
+    ),
 }
 OUTSIDE_LAYERS = {
     "zeus_core",

@@ -54,6 +54,12 @@ class DeviceReport:
         cpus: CPU packages whose energy RAPL meters.
         missing: One entry per kind of device that could not be used.
         visibility: The device-visibility environment variables that are set, name -> value.
+
+    Example:
+        >>> from zeus_core.device import discover
+        >>> report = discover({"CUDA_VISIBLE_DEVICES": "", "ZEUS_SUITE_SIMULATE": "0"})
+        >>> report.gpus, report.visibility
+        ([], {'CUDA_VISIBLE_DEVICES': ''})
     """
 
     gpus: list[GPU] = field(default_factory=list)
@@ -110,6 +116,11 @@ def get_cpus(sysfs_root: str | Path = _RAPL_ROOT) -> list[CPU]:
 
     Raises:
         ZeusPermissionError: The RAPL files exist but this process may not read them.
+
+    Example:
+        >>> from zeus_core.device import get_cpus
+        >>> get_cpus("/no/such/powercap")
+        []
     """
     from zeus_core.device._rapl import rapl_cpus
 

@@ -44,6 +44,11 @@ class Unavailable:
         what: The kind of device, e.g. ``"NVIDIA GPUs"`` or ``"CPU energy (RAPL)"``.
         reason: Why it is not used.
         fix: What the user can do about it (empty when nothing needs doing).
+
+    Example:
+        >>> from zeus_core.device import Unavailable
+        >>> Unavailable("AMD GPUs", "amdsmi is not installed.", "pip install amdsmi").describe()
+        'AMD GPUs: amdsmi is not installed. Fix: pip install amdsmi'
     """
 
     what: str
@@ -145,6 +150,11 @@ def unregister_gpu_vendor(name: str) -> None:
 
     Raises:
         ZeusConfigError: No vendor of that name is registered.
+
+    Example:
+        >>> from zeus_core.device import register_gpu_vendor, unregister_gpu_vendor
+        >>> register_gpu_vendor("acme", lambda environ: ([], None))
+        >>> unregister_gpu_vendor("acme")
     """
     for i, vendor in enumerate(_GPU_VENDORS):
         if vendor.name == name:

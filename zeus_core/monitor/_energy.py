@@ -85,6 +85,18 @@ class WindowHandle:
     Attributes:
         name: The window's name.
         measurement: The final :class:`Measurement`, set when the ``with`` block exits.
+
+    Example:
+        >>> from zeus_core import ZeusMonitor
+        >>> from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
+        >>> clock = VirtualClock()
+        >>> gpu = SimulatedGPU(PhysicalModel.a40(), clock=clock, busy=True)
+        >>> monitor = ZeusMonitor(gpus=[gpu], cpu_indices=[])
+        >>> with monitor.window("eval") as handle:
+        ...     clock.advance(1.0)
+        ...     so_far = handle.read().time
+        >>> so_far, handle.measurement.gpu_energy
+        (1.0, {0: 300.0})
     """
 
     def __init__(self, monitor: "ZeusMonitor", name: str) -> None:

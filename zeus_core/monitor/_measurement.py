@@ -37,6 +37,12 @@ class Measurement:
 
     Raises:
         ZeusDeviceError: On reading ``gpu_energy``, where a GPU failed during the window.
+
+    Example:
+        >>> from zeus_core import Measurement
+        >>> m = Measurement(time=2.0, gpu_energy={0: 500.0, 1: 520.0}, cpu_energy={0: 80.0})
+        >>> m.total_energy, m.finalized
+        (1100.0, True)
     """
 
     time: float

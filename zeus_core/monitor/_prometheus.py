@@ -207,6 +207,12 @@ class MetricsServer:
         addr: The address it listens on.
         port: The TCP port it listens on (the one the OS picked when ``serve(port=0)``).
         url: ``http://<addr>:<port>/metrics``.
+
+    Example:
+        >>> from zeus_core import PrometheusExporter, ZeusMonitor
+        >>> with PrometheusExporter(ZeusMonitor(gpus=[], cpu_indices=[])).serve(0) as server:
+        ...     server.url.startswith("http://127.0.0.1:")
+        True
     """
 
     def __init__(self, httpd: Any, thread: threading.Thread, addr: str) -> None:

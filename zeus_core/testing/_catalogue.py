@@ -114,7 +114,13 @@ _PRODUCTS = (
 )
 
 GPU_CATALOGUE: dict[str, GpuProduct] = {p.key: p for p in _PRODUCTS}
-"""Every catalogued GPU by key (``"a40"``, ``"a100"``, ``"h100"``, ``"v100"``, ``"p100"``, ...)."""
+"""Every catalogued GPU by key (``"a40"``, ``"a100"``, ``"h100"``, ``"v100"``, ``"p100"``, ...).
+
+Example:
+    >>> from zeus_core.testing import GPU_CATALOGUE
+    >>> [(p.label, p.limits.min_w, p.limits.max_w) for p in GPU_CATALOGUE.values()][:2]
+    [('P100', 125.0, 250.0), ('V100', 150.0, 300.0)]
+"""
 
 
 def gpu_product(name: str) -> GpuProduct:

@@ -184,6 +184,20 @@ class FakeNVML(types.ModuleType):
     Attributes:
         devices: The :class:`FakeDevice` states (also the handles), by NVML index.
         calls: Number of calls per NVML function name.
+
+    Example:
+        >>> from zeus_core.testing import FakeGPUSpec, FakeNVML, VirtualClock
+        >>> clock = VirtualClock()
+        >>> fake = FakeNVML([FakeGPUSpec.h100(power_w=500.0)], clock=clock)
+        >>> with fake.install():
+        ...     from zeus_core import NVIDIAGPU
+        ...     gpu = NVIDIAGPU(0)
+        ...     start = gpu.get_total_energy()
+        ...     clock.advance(2.0)
+        ...     gpu.get_total_energy() - start
+        1000.0
+        >>> fake.calls["nvmlDeviceGetTotalEnergyConsumption"]
+        2
     """
 
     def __init__(

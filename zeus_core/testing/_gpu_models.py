@@ -42,6 +42,18 @@ class GpuBehavior(ABC):
         constraints: Power-limit range, W.
         idle_power_w: Power while no work runs, W.
         sm_frequencies_mhz: Supported SM clocks, MHz, highest first (empty: clocks cannot be locked).
+
+    Example:
+        >>> from zeus_core.device import PowerLimitConstraints
+        >>> from zeus_core.testing import GpuBehavior, SimulatedGPU, VirtualClock
+        >>> class Flat(GpuBehavior):  # 0.25 s and 200 W per step at any limit
+        ...     gpu_name, idle_power_w, sm_frequencies_mhz = "Flat GPU", 20.0, []
+        ...     constraints = PowerLimitConstraints(100.0, 300.0, 300.0)
+        ...     def step(self, power_limit_w, sm_mhz):
+        ...         return 0.25, 200.0
+        >>> gpu = SimulatedGPU(Flat(), clock=VirtualClock())
+        >>> gpu.run_steps(4), gpu.get_total_energy()
+        (1.0, 200.0)
     """
 
     gpu_name: str
@@ -73,6 +85,15 @@ class MeasuredProfile(GpuBehavior):
         constraints: Power-limit range, W (defaults to the range of the measured limits).
         idle_power_w: Power while idle, W.
         source: Where the profile came from (for reports).
+
+    Example:
+        >>> from zeus_core import data
+        >>> from zeus_core.testing import MeasuredProfile
+        >>> profile = MeasuredProfile.from_zeus_csv(data.path("power_limit_profiles/A40_resnet50_1gpu.csv"))
+        >>> profile.gpu_name, profile.constraints.max_w
+        ('NVIDIA A40', 300.0)
+        >>> MeasuredProfile([(100, 0.2, 95.0), (300, 0.1, 290.0)]).step(200.0, None)
+        (0.15000000000000002, 192.5)
     """
 
     points: list[tuple[float, float, float]]

@@ -59,6 +59,12 @@ class InstructionWork:
 
     Raises:
         ZeusConfigError: A negative time, no work at all, or an activity outside (0, 1].
+
+    Example:
+        >>> from zeus_core.testing import InstructionWork, PhysicalModel
+        >>> work = InstructionWork(compute_s=0.010, memory_s=0.002)
+        >>> round(work.time_at(PhysicalModel.a40(), 870), 4), work.scaled(2.0).compute_s
+        (0.022, 0.02)
     """
 
     compute_s: float
@@ -136,6 +142,13 @@ class SimulatedPipelineGPU(SimulatedGPU):
 
     Raises:
         ZeusConfigError: Unknown preset or a non-positive ``slice_s``.
+
+    Example:
+        >>> from zeus_core.testing import InstructionWork, SimulatedPipelineGPU, VirtualClock
+        >>> gpu = SimulatedPipelineGPU("a100", clock=VirtualClock())
+        >>> gpu.set_locked_sm_frequency(705)  # half the A100's top clock
+        >>> round(gpu.run(InstructionWork(compute_s=0.010)), 4)
+        0.02
     """
 
     def __init__(

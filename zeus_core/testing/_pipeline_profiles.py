@@ -68,7 +68,14 @@ PHYSICAL_GPUS: dict[str, PhysicalGpuSpec] = {
     "a100": PhysicalGpuSpec(PhysicalModel.a100(), 0.020, 0.25, 0.15, 0.85, 1.0, 80.0, 795, 15),
     "a40": PhysicalGpuSpec(PhysicalModel.a40(), 0.030, 0.2, 0.12, 0.9, 1.0, 60.0, 900, 15),
 }
-"""Built-in GPU specs: ``"a100"`` and ``"a40"``, their facts from the GPU catalogue."""
+"""Built-in GPU specs: ``"a100"`` and ``"a40"``, their facts from the GPU catalogue.
+
+Example:
+    >>> from zeus_core.testing import PHYSICAL_GPUS
+    >>> spec = PHYSICAL_GPUS["a100"]
+    >>> spec.model.gpu_name, spec.sweep_min_mhz
+    ('NVIDIA A100-SXM4-40GB', 795)
+"""
 
 
 def stage_weights(
@@ -118,6 +125,12 @@ def physical_instruction_profile(
 
     Raises:
         ZeusConfigError: Unknown GPU name, or bad sizes.
+
+    Example:
+        >>> from zeus_core.testing import physical_instruction_profile
+        >>> profile = physical_instruction_profile("a40", num_stages=2, seed=0)
+        >>> profile.gpu_name, profile.simulated
+        ('NVIDIA A40 (physical model)', True)
     """
     if isinstance(gpu, str):
         try:

@@ -60,6 +60,11 @@ class GpuModel:
         min_w: Lowest settable power limit, W.
         max_w: Highest (default) power limit, W.
         pl_step_w: Spacing of the limits to profile, W (Zeus's 25 W where the range allows ~9 limits).
+
+    Example:
+        >>> from zeus_core.testing import GpuModel
+        >>> GpuModel.of("V100").limits()
+        [300.0, 275.0, 250.0, 225.0, 200.0, 175.0, 150.0]
     """
 
     name: str
@@ -84,7 +89,13 @@ class GpuModel:
 _SWEEP_STEPS_W = {"V100": 25.0, "A100": 25.0, "H100": 50.0, "RTX 6000": 20.0, "A40": 25.0, "L4": 4.0}
 
 GPUS: dict[str, GpuModel] = {label: GpuModel.of(label, step) for label, step in _SWEEP_STEPS_W.items()}
-"""GPU models by short name: limit ranges from the GPU catalogue (SXM parts at their TDP)."""
+"""GPU models by short name: limit ranges from the GPU catalogue (SXM parts at their TDP).
+
+Example:
+    >>> from zeus_core.testing import GPUS
+    >>> list(GPUS), GPUS["H100"].limits()[:3]
+    (['V100', 'A100', 'H100', 'RTX 6000', 'A40', 'L4'], [700.0, 650.0, 600.0])
+"""
 
 
 @dataclass(frozen=True)
@@ -102,6 +113,15 @@ class Workload:
         f_floor: Lowest clock fraction the GPU runs at under any limit.
         enforcement: Draw under an active cap, as a fraction of the limit.
         idle_w: Power while the GPU waits (stalls), W.
+
+    Example:
+        >>> import random
+        >>> from zeus_core.testing import GPUS, Workload
+        >>> workload = Workload.random(GPUS["A100"], random.Random(0))
+        >>> t_top, p_top = workload.step(400.0)
+        >>> t_low, p_low = workload.step(200.0)
+        >>> t_low >= t_top and p_low <= 200.0
+        True
     """
 
     gpu: GpuModel
@@ -177,6 +197,11 @@ class StepNoise:
         stall_factor: A stalled step lasts this many times as long; the extra time at idle power.
         transient_steps: After a limit change, steps whose time and power still lean towards the
             previous limit's (the lean halves every step).
+
+    Example:
+        >>> from zeus_core.testing import StepNoise
+        >>> StepNoise.realistic().describe(), StepNoise.none().describe()
+        ('5% jitter + stalls', 'none')
     """
 
     jitter: float = 0.0
@@ -210,6 +235,13 @@ class NoisyRun:
         workload: The workload.
         noise: The noise model.
         seed: Seed of the run's random draws.
+
+    Example:
+        >>> from zeus_core.testing import NoisyRun, StepNoise, generate
+        >>> run = NoisyRun(generate(1, seed=0)[0], StepNoise.realistic(), seed=0)
+        >>> busy_s, power_w, idle_s = run.step(250.0)
+        >>> busy_s > 0 and power_w <= 250.0 and idle_s >= 0
+        True
     """
 
     def __init__(self, workload: Workload, noise: StepNoise, seed: int) -> None:
@@ -250,6 +282,11 @@ def generate(count: int, seed: int = 0, gpus: list[str] | None = None) -> list[W
 
     Raises:
         KeyError: An unknown GPU name (the message lists the known ones).
+
+    Example:
+        >>> from zeus_core.testing import generate
+        >>> [w.gpu.name for w in generate(3, seed=0, gpus=["A40", "H100"])]
+        ['NVIDIA A40', 'NVIDIA H100 80GB HBM3', 'NVIDIA A40']
     """
     names = list(GPUS) if gpus is None else gpus
     unknown = [n for n in names if n not in GPUS]

@@ -308,6 +308,17 @@ def simulate_steps(gpus: Sequence[SimulatedGPU], n: int = 1) -> float:
     Each step lasts as long as the slowest GPU's step (they synchronise every step, like
     data-parallel training); all GPUs are busy for the whole step. With a :class:`VirtualClock`
     the clock is advanced; with wall-clock time this sleeps.
+
+    Raises:
+        ZeusConfigError: The GPUs do not share one clock.
+
+    Example:
+        >>> from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock, simulate_steps
+        >>> clock = VirtualClock()
+        >>> fast, slow = SimulatedGPU(PhysicalModel.a40(), clock=clock), SimulatedGPU(PhysicalModel.a40(), 1, clock=clock)
+        >>> slow.set_power_limit(150)
+        >>> simulate_steps([fast, slow], 10) == 10 * slow.behavior.step(150, None)[0]  # the slowest sets the pace
+        True
     """
     if not gpus:
         return 0.0

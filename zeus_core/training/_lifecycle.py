@@ -431,7 +431,16 @@ class TrainingLifecycle:
 
 
 class LifecycleResults:
-    """What every adapter shows of its :class:`TrainingLifecycle` (in ``self.lifecycle``), read-only."""
+    """What every adapter shows of its :class:`TrainingLifecycle` (in ``self.lifecycle``), read-only.
+
+    Example:
+        >>> from zeus_core.training import LifecycleResults, TrainingLifecycle
+        >>> class MyAdapter(LifecycleResults):
+        ...     def __init__(self):
+        ...         self.lifecycle = TrainingLifecycle("MyAdapter", verbose=False)
+        >>> MyAdapter().epoch_history, MyAdapter().monitor
+        ([], None)
+    """
 
     lifecycle: TrainingLifecycle
 

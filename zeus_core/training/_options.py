@@ -21,7 +21,13 @@ if TYPE_CHECKING:
 __all__ = ["ZeusOptimizers", "TrainingOptions", "TrialOptions", "check_options"]
 
 ZeusOptimizers = Union[TrainingProtocol, Sequence[TrainingProtocol], None]
-"""What an adapter drives: a training-protocol object (a ``GlobalPowerLimitOptimizer``), several, or none."""
+"""What an adapter drives: a training-protocol object (a ``GlobalPowerLimitOptimizer``), several, or none.
+
+Example:
+    >>> from zeus_core import TrainingCallback
+    >>> from zeus_core.training import ZeusOptimizers
+    >>> drives: ZeusOptimizers = [TrainingCallback(), TrainingCallback()]
+"""
 
 
 class TrainingOptions(TypedDict, total=False):
