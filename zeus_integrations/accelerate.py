@@ -1,26 +1,8 @@
 """Accelerate adapter: measure a plain ``accelerate`` training loop with one call.
 
-Accelerate has no callback system; the user owns the loop. :func:`attach` hooks the prepared
-model(s) and optimizer(s) once, before the loop, finds every boundary by itself and maps it onto
-a :class:`~zeus_core.training._lifecycle.TrainingLifecycle`:
-
-* a **step** begins at the first training forward pass of an optimizer step (a forward
-  pre-hook on the model) and ends when the wrapped torch optimizer really steps (its
-  ``register_step_post_hook``). Under ``accelerator.accumulate(model)`` the inner optimizer
-  only steps when ``accelerator.sync_gradients`` is true, so one step spans all micro-batches
-  of an accumulation window. A step that the gradient scaler skipped (fp16 overflow) ends at the
-  next training forward pass.
-* an **epoch** ends with the step taken on the last batch of the prepared dataloader
-  (``accelerator.gradient_state.end_of_dataloader``; Accelerate forces that step with its default
-  ``sync_with_dataloader=True``) and the next one begins with the next training forward pass.
-* **training** begins with the first training forward pass and ends when the ``with`` block
-  (or :meth:`ZeusAccelerateHook.end`) ends, also on an exception.
-* forward passes in eval mode (``model.eval()``) open a validation stage (``energy/val/...``)
-  that ends at the next training forward pass (or the end), so evaluation is measured on its own
-  and not counted in training unless ``include_validation=True``.
-
-Results go to ``accelerator.log`` (every tracker the user configured with ``log_with=``) and stay
-on the hook's attributes.
+Accelerate has no callback system, so :func:`attach` hooks the prepared model(s) and optimizer(s)
+once, before the loop, and finds steps, epochs and evaluation by itself (docs/integrations.md
+says how); results go to ``accelerator.log`` and stay on the hook.
 """
 
 from __future__ import annotations
@@ -71,16 +53,9 @@ class AccelerateOptions(TrainingOptions, total=False):
 class ZeusAccelerateHook(LifecycleResults):
     """Measures a plain Accelerate loop; build it with :func:`attach`.
 
-    Metric keys (units in the name), logged with ``accelerator.log`` on the main process and kept
-    on the hook: each epoch ``energy/epoch_j`` (J), ``time/epoch_s`` (s), ``power/avg_w`` (W),
-    ``energy/epoch_<device>_j`` (J; ``rank1_gpu0`` across processes) and each protocol object's
-    ``metrics()``; each evaluation ``energy/val/total_j``, ``time/val/total_s``,
-    ``power/val/avg_w``; every ``log_every_n_steps`` optimizer steps ``energy/step_j``,
-    ``time/step_s``, ``power/step_avg_w``; at the end ``energy/train_j``, ``time/train_s``,
-    ``power/train_avg_w`` and ``energy/train_{gpu,cpu,dram}_j``. Every dictionary has
-    ``simulated`` and ``estimated`` (1.0 or 0.0). Across processes the figures are the job's:
-    energy summed over processes, time the longest; CPU and DRAM are read by each machine's first
-    process only.
+    Logs each epoch's, evaluation's and the run's figures (``energy/epoch_j``, ``energy/val/total_j``,
+    ``energy/train_j``, ...; docs/integrations.md lists them) with ``accelerator.log`` on the main
+    process; across processes they are the job's.
 
     Args:
         accelerator: The ``accelerate.Accelerator`` running the loop.

@@ -1,22 +1,8 @@
 """Lightning Fabric adapter: ``Fabric(callbacks=[ZeusFabricCallback()])`` and ``fabric.call(...)``.
 
-Fabric loops are written by the user; Fabric's own callback mechanism is ``fabric.call(name,
-...)``, which calls the method of that name on every callback that has one. :class:`ZeusFabricCallback`
+Fabric's callbacks are methods that ``fabric.call(name, ...)`` calls by name; :class:`ZeusFabricCallback`
 has methods named like Lightning's hooks and maps them onto a
-:class:`~zeus_core.training._lifecycle.TrainingLifecycle`:
-
-* ``fabric.call("on_train_start", fabric=fabric)`` … ``fabric.call("on_train_end")``: the run
-  (``on_exception`` ends it as failed; a run left open is ended when the callback is collected or
-  the process exits, so protocol objects always get ``on_train_end``);
-* ``on_train_epoch_start`` / ``on_train_epoch_end``: an epoch;
-* ``on_train_batch_start`` / ``on_train_batch_end``: an optimizer step (pass ``steps=k`` to
-  ``on_train_batch_end`` when a batch made k optimizer steps, or ``steps=0`` for an accumulation
-  micro-batch);
-* ``on_validation_start`` / ``on_validation_end`` (also ``on_test_*``, ``on_predict_*``): a stage
-  (``energy/val/...``), excluded from training figures unless ``include_validation=True``.
-
-Results go to ``fabric.log_dict`` (every logger given to ``Fabric(loggers=...)``) and stay on the
-callback. ``fabric.save(path, {"zeus": callback, ...})`` and ``fabric.load`` carry the totals.
+:class:`~zeus_core.training.TrainingLifecycle` (docs/integrations.md lists them).
 """
 
 from __future__ import annotations
@@ -37,17 +23,9 @@ __all__ = ["ZeusFabricCallback"]
 class ZeusFabricCallback(LifecycleResults):
     """Measures a Lightning Fabric loop through ``fabric.call(...)``.
 
-    With no ``monitor`` it measures the GPU of ``fabric.device`` and, on each machine's first
-    process (``fabric.local_rank == 0``), CPU packages and DRAM where readable. Across processes
-    the figures are the job's: energy summed over processes, time the longest; every process must
-    make the same ``fabric.call`` calls (they sum over processes with collectives).
-
-    Metric keys (units in the name): each epoch ``energy/epoch_j`` (J), ``time/epoch_s`` (s),
-    ``power/avg_w`` (W), ``energy/epoch_<device>_j`` (J) and each protocol object's ``metrics()``;
-    each stage ``energy/<stage>/total_j``, ``time/<stage>/total_s``, ``power/<stage>/avg_w``;
-    every ``log_every_n_steps`` steps ``energy/step_j``, ``time/step_s``, ``power/step_avg_w``; at
-    the end ``energy/train_j``, ``time/train_s``, ``power/train_avg_w``,
-    ``energy/train_{gpu,cpu,dram}_j``; always ``simulated`` and ``estimated`` (1.0 or 0.0).
+    It measures ``fabric.device``'s GPU (and CPU/DRAM on each machine's first process) and logs the
+    epoch, stage, step and run figures (docs/integrations.md lists the keys) with ``fabric.log_dict``;
+    every process must make the same calls (they sum over processes).
 
     Args:
         zeus_optimizers: A training-protocol object (e.g. ``GlobalPowerLimitOptimizer``) or a sequence.

@@ -1,34 +1,8 @@
 """Hugging Face adapter: :class:`ZeusTrainerCallback` for ``transformers.Trainer`` and TRL's ``SFTTrainer``.
 
-The callback maps Trainer events onto a :class:`~zeus_core.training._lifecycle.TrainingLifecycle`
-(measurement, checkpoint state and failure handling live there) using only Transformers' own
-callback mechanism and a PyTorch forward pre-hook on the model it is given:
-
-* ``on_train_begin`` / ``on_epoch_*`` / ``on_step_*`` / the Trainer's summary log or
-  ``on_train_end``: the run, its epochs and optimizer steps.
-* Evaluation and prediction (inside ``train()`` and from ``trainer.evaluate()`` /
-  ``trainer.predict()``): a stage window opens when the Trainer decides to evaluate, or at the
-  model's first forward pass in eval mode, and closes at ``on_evaluate`` (``energy/val/...``) or
-  ``on_predict`` (``energy/predict/...``); training figures exclude it unless
-  ``include_validation=True``.
-* Failures: Transformers calls no hook when ``train()`` raises. The run stays open until the next
-  ``train()`` begins, the callback is garbage-collected, or the interpreter exits; each of these
-  ends it as failed, so protocol objects get ``on_train_end`` (a power-limit optimizer restores
-  the GPUs there). A process killed by a signal it does not handle runs no Python code; objects
-  that change GPU settings keep their own signal/atexit restore for that.
-
-Where entries go. Each entry (epoch, step, stage, total) is appended to ``state.log_history`` with
-the Trainer's ``epoch`` and ``step``; the totals are also added to the metrics ``trainer.train()``
-returns, and stage figures to what ``evaluate()`` / ``predict()`` return. Transformers calls
-``report_to`` integrations (TensorBoard, W&B, ...) before user callbacks and passes no trainer to
-callbacks, so to reach those integrations too, bind the callback with
-:meth:`ZeusTrainerCallback.attach` (then entries are logged with ``Trainer.log``).
-
-Batch-size optimizer. The Trainer evaluates *after* ``on_epoch_end`` (with
-``eval_strategy="epoch"``), so the callback holds each epoch's figures until ``on_evaluate`` brings
-that epoch's metrics, then reports both and sets ``control.should_training_stop`` when the server
-says stop. With any other evaluation schedule it reports at ``on_epoch_end`` with the latest
-evaluation's metrics.
+The callback maps Trainer events onto a :class:`~zeus_core.training.TrainingLifecycle` using only
+Transformers' callback mechanism and a forward pre-hook on the model; docs/integrations.md
+describes where each entry goes, failures, checkpoints and the batch-size trial.
 """
 
 from __future__ import annotations
@@ -74,32 +48,11 @@ _SUMMARY_KEYS = frozenset({"train_runtime", "train_loss"})  # only in the Traine
 class ZeusTrainerCallback(TrainerCallback, ExportableState, LifecycleResults):
     """Measures time and energy of a Hugging Face ``Trainer`` / TRL ``SFTTrainer`` run.
 
-    With no arguments it measures the GPUs this process trains on (``args.device`` plus every GPU
-    in the model's ``hf_device_map``) and, on local rank 0 only, CPU packages and DRAM where RAPL
-    is readable (so ``torchrun`` counts them once per machine). Steps are optimizer steps, so
-    under ``gradient_accumulation_steps=k`` a protocol object sees one step per k micro-batches.
-    Under torchrun / ``accelerate launch`` every rank measures its own GPUs and the logged energy
-    is the job's sum. Pass it in ``callbacks=[...]`` or add it with ``trainer.add_callback(...)``;
-    :meth:`attach` also sends its entries to ``report_to`` integrations.
-
-    Metric keys:
-        * per epoch: ``energy/epoch_j`` (J), ``time/epoch_s`` (s), ``power/avg_w`` (W), per device
-          ``energy/epoch_gpu0_j`` ... (J; ``energy/epoch_rank1_gpu0_j`` under several ranks), and
-          each protocol object's ``metrics()`` (e.g. ``power/limit_w``);
-        * per evaluation / prediction: ``energy/val/total_j`` / ``energy/predict/total_j`` (J),
-          ``time/<stage>/total_s`` (s), ``power/<stage>/avg_w`` (W), ``energy/<stage>/gpu0_j``;
-        * every ``log_every_n_steps`` optimizer steps: ``energy/step_j`` (J), ``time/step_s`` (s),
-          ``power/step_avg_w`` (W);
-        * at the end of training, also added to the metrics ``trainer.train()`` returns:
-          ``energy/train_j``, ``energy/train_gpu_j``, ``energy/train_cpu_j``, ``energy/train_dram_j``
-          (J), ``time/train_s`` (s), ``power/train_avg_w`` (W);
-        * in every entry: ``simulated`` (1.0 when a simulated device was measured) and
-          ``estimated`` (1.0 when some GPU energy was integrated from sampled power).
-
-    Checkpoints: the totals so far, the epoch history and each protocol object's ``state_dict()``
-    are saved in the checkpoint's ``trainer_state.json`` (``ExportableState``) and restored when
-    training resumes from it (also mid-epoch). Keep Transformers'
-    ``restore_callback_states_from_checkpoint`` at its default (False).
+    It measures the GPUs this process trains on (and CPU/DRAM on each machine's first process) and
+    appends each epoch's, stage's and the run's figures (``energy/epoch_j``, ``energy/train_j``, ...;
+    docs/integrations.md lists them) to ``state.log_history`` and the metrics ``train()`` returns.
+    Steps are optimizer steps; the totals survive checkpoints. :meth:`attach` also sends the entries to
+    ``report_to`` integrations.
 
     Args:
         zeus_optimizers: A protocol object (``on_train_begin`` ... ``on_train_end``), e.g. a

@@ -37,12 +37,21 @@ CHECKED = _checked()
 
 def test_the_public_names_are_found() -> None:
     names = {e.name for e in CHECKED}
-    assert {"ZeusMonitor", "ZeusCallback", "SimulatedGPU", "get_gpus", "TrainingOptions", "zeus_cost"} <= names
+    assert {
+        "ZeusMonitor",
+        "ZeusCallback",
+        "SimulatedGPU",
+        "get_gpus",
+        "TrainingOptions",
+        "zeus_cost",
+    } <= names
     assert len(CHECKED) > 100
 
 
 def test_every_public_name_has_a_docstring_with_an_example() -> None:
-    missing = [f"{e.qualified} (defined in {e.module})" for e in CHECKED if ">>>" not in (docstring_of(e) or "")]
+    missing = [
+        f"{e.qualified} (defined in {e.module})" for e in CHECKED if ">>>" not in (docstring_of(e) or "")
+    ]
     assert not missing, (
         "public names without an example in their docstring:\n  " + "\n  ".join(missing) + "\nAdd an "
         "'Example:' section with a runnable >>> session (one to three sentences of what and why first)."

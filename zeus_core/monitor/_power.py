@@ -119,17 +119,10 @@ def _run(ref: "weakref.ref[PowerMonitor]", stop: threading.Event, interval_s: fl
 
 
 class PowerMonitor:
-    """Samples the power of GPUs (and CPU packages) in a background thread.
+    """Samples the power of GPUs (and CPU packages) in a background thread, W, on one clock.
 
-    GPU power comes from :meth:`GPU.get_power` (W). CPU package and DRAM power, when ``cpus``
-    are given, are derived from their energy counters (RAPL): the timeline holds the average
-    power between consecutive samples, and :meth:`get_cpu_energy` is exact at sample times.
-    All timestamps come from one clock: ``clock``, else the GPUs' clock (wall-clock seconds for
-    real GPUs; a :class:`~zeus_core.testing.VirtualClock` for simulated ones).
-
-    Memory is bounded: each series (one per GPU, and per CPU package and DRAM) keeps the newest
-    ``capacity`` samples in two float64 arrays, 16 bytes per sample, so the default 36,000
-    samples take about 576 KB per series and cover one hour at ``interval_s=0.1``.
+    CPU and DRAM power come from their energy counters (average power between samples); each series
+    keeps the newest ``capacity`` samples (16 bytes each). docs/measuring.md has the details.
 
     Args:
         gpus: GPUs to sample. ``None``: this machine's GPUs.

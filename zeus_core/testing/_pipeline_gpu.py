@@ -1,26 +1,8 @@
 """A simulated GPU for pipelines: work that slows down as the SM clock drops, power that follows it.
 
-Perseus saves energy by slowing instructions that have slack. On a simulated GPU that only
-*meters* the CPU time of a process, slowing the clock costs nothing, so every plan would look
-free. :class:`SimulatedPipelineGPU` closes that gap: :meth:`SimulatedPipelineGPU.run` takes an
-:class:`InstructionWork` and keeps the simulated GPU busy for as long as that work takes at the
-clock the GPU is running at (re-read every ``slice_s``, so a clock change mid-instruction counts),
-then goes idle. Plans, measured times and measured energies then follow the model below, and
-every figure a run reports is marked simulated (the GPU's name ends in ``(simulated)``).
-
-The model (the standard DVFS model of GPU kernels, as in Mei, Wang, Chu, Liu: "A Survey and
-Measurement Study of GPU DVFS on Energy Conservation", Digital Communications and Networks 3(2),
-2017, and in :class:`~zeus_core.testing.PhysicalModel`), with ``f`` the SM clock and
-``f_max`` the highest clock:
-
-* **time**: an instruction has a compute-bound share ``compute_s`` (at ``f_max``) that scales
-  with ``1/f`` and a memory-bound share ``memory_s`` that does not:
-  ``T(f) = memory_s + compute_s · f_max / f``;
-* **power** follows clock and utilization: ``P = static + u · dynamic · (f / f_max) · V(f)²``,
-  where ``V(f)`` rises linearly from ``v_min`` at ``f_min`` to 1 at ``f_max`` and ``u`` is the
-  SM utilization of the running share (``compute_activity`` while compute-bound,
-  ``memory_activity`` while memory-bound); ``idle_power_w`` while no work runs (blocked on
-  communication).
+On a GPU that only meters CPU time, slowing the clock would cost nothing and every Perseus plan
+would look free; :class:`SimulatedPipelineGPU` runs :class:`InstructionWork` for as long as it takes
+at the current clock. docs/simulating.md gives the model.
 
 Example:
     >>> from zeus_core.testing import VirtualClock

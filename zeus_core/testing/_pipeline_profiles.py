@@ -1,19 +1,8 @@
-"""Synthetic instruction profiles from the documented DVFS model (A100-like and A40-like GPUs).
+"""Synthetic Perseus instruction profiles from the DVFS model (A100-like and A40-like GPUs).
 
-For benchmarks, examples and tests without a GPU. Each (stage, instruction) gets the model of
-:class:`~zeus_core.testing.PhysicalModel`, evaluated at a sweep of SM clocks ``f``:
-
-* time ``t(f) = t_mem + t_comp · f_max / f`` (s): the memory-bound part does not speed up with the
-  SM clock; ``t_mem`` is ``memory_fraction`` of the time at ``f_max``;
-* power ``P(f) = P_static + activity · P_dynamic · (f / f_max) · V(f)²`` (W) with
-  ``V(f) = v_min + (1 − v_min)(f − f_min)/(f_max − f_min)``; ``activity`` (≤ 1) is how hard the
-  instruction drives the SMs;
-* energy ``E(f) = P(f) · t(f)`` (J), optionally with seeded Gaussian measurement noise.
-
-Stages are imbalanced, as real partitions are: stage ``s`` does ``weight_s`` times the base work,
-with weights drawn uniformly in ``[1 − imbalance, 1 + imbalance]`` (seeded) and the last stage
-(loss / LM head) ``last_stage_extra`` heavier. A backward pass does ``backward_ratio`` (≈ 2) times
-a forward's compute, and drives the SMs harder.
+For benchmarks, examples and tests without a GPU: each (stage, instruction) gets the
+:class:`~zeus_core.testing.PhysicalModel`'s time and energy at a sweep of SM clocks, with
+imbalanced stages (docs/simulating.md).
 
 Example:
     >>> prof = physical_instruction_profile("a100", num_stages=4, seed=0)

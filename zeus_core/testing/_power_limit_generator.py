@@ -1,35 +1,8 @@
 """Generated power-limit profiles: a physical model of GPUs under a power cap, with noise.
 
-The power-limit optimizer must decide well on GPUs and workloads it was never tuned on, so it is
-developed against *generated* profiles (many GPUs, random workloads, random noise) and only
-checked against measured ones. This module is that generator.
-
-**Physics** (:class:`Workload`). A GPU's SM clock ``f`` (a fraction of its top clock) sets its
-voltage ``V(f) = max(v_min, f)`` — the DVFS curve, flat below the *knee* ``f = v_min`` where the
-voltage cannot fall further — and its power::
-
-    P(f) = P_static + P_dynamic · a · f · V(f)²          (W)
-
-where ``a`` is how busy the SMs are (memory-bound work toggles fewer transistors). Under a power
-limit ``L`` the GPU runs at the highest clock with ``P(f) <= L`` (never below ``f_floor``, 10 %); above
-the workload's own draw at the top clock the limit does nothing (a plateau). A step takes::
-
-    t(f) = t_top · (c / f + (1 − c))                     (s)
-
-where ``c`` is the compute-bound share of the step; the memory-bound rest does not speed up with
-the clock (a memory plateau). So energy per step ``P·t`` falls as the limit drops while the
-voltage falls (cubic power, linear time) and rises again below the knee, where power only falls
-linearly but static power is paid for longer: the energy optimum sits near the knee, and
-memory-bound workloads (small ``c``) lose little time under low limits. Real GPUs enforce a
-limit a little below it; the draw is ``enforcement`` (0.95–1.0) × the limit when capped.
-
-**GPUs** (:data:`GPUS`): power-limit ranges from the GPU catalogue (``zeus_core.testing.GPU_CATALOGUE``),
-and the limit step the optimizer should use.
-
-**Noise** (:class:`StepNoise`): per-step jitter of time and power (Gaussian, relative), stalls
-(with a small probability a step takes ``stall_factor`` × longer, the extra time at idle power,
-like a data-loader hiccup or a checkpoint write), and a warm-up transient after every limit
-change (the first steps run at the previous limit's time and power, converging geometrically).
+The power-limit optimizer is developed against generated profiles (many GPUs, random workloads,
+random noise) and only checked against measured ones. docs/simulating.md describes the physics
+(a DVFS curve with a voltage knee, memory-bound plateaus) and the noise (jitter, stalls, warm-up).
 
 Example:
     >>> import random

@@ -193,7 +193,7 @@ class QuirkyNVML(FakeNVML):
     Example:
         >>> from zeus_core.testing import FakeGPUSpec, Quirks, QuirkyNVML, VirtualClock, square_wave
         >>> clock = VirtualClock()
-        >>> fake = QuirkyNVML([FakeGPUSpec.a40()], quirks=Quirks.ideal(), profiles=[square_wave()], clock=clock)
+        >>> fake = QuirkyNVML([FakeGPUSpec.a40()], quirks=Quirks.ideal(), profiles=[square_wave()])
         >>> fake.true_energy(0, 0.0, 0.03)  # one period of 300 W then 100 W, J
         6.0
     """

@@ -315,9 +315,10 @@ def simulate_steps(gpus: Sequence[SimulatedGPU], n: int = 1) -> float:
     Example:
         >>> from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock, simulate_steps
         >>> clock = VirtualClock()
-        >>> fast, slow = SimulatedGPU(PhysicalModel.a40(), clock=clock), SimulatedGPU(PhysicalModel.a40(), 1, clock=clock)
-        >>> slow.set_power_limit(150)
-        >>> simulate_steps([fast, slow], 10) == 10 * slow.behavior.step(150, None)[0]  # the slowest sets the pace
+        >>> fast = SimulatedGPU(PhysicalModel.a40(), 0, clock=clock)
+        >>> slow = SimulatedGPU(PhysicalModel.a40(), 1, clock=clock)
+        >>> slow.set_power_limit(150)  # the slower GPU sets the pace of every step
+        >>> simulate_steps([fast, slow], 10) == 10 * slow.behavior.step(150, None)[0]
         True
     """
     if not gpus:

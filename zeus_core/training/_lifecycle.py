@@ -1,21 +1,8 @@
 """TrainingLifecycle: the one lifecycle every framework adapter drives.
 
-Adapters (Lightning, Lightning Fabric, Hugging Face, Accelerate) only translate their framework's
-events into calls on a :class:`TrainingLifecycle`; everything else is written once, here:
-
-* **Once per window.** ``begin_train`` / ``end_train`` / ``abort`` run exactly once per run; a run
-  left open (a failing Hugging Face ``train()``, which calls no hook) is aborted when the next run
-  begins, when the lifecycle is garbage-collected, or when the interpreter exits, so the
-  optimizers' ``on_train_end`` (which restores GPU settings) always runs.
-* **One CPU reader per machine.** Only local rank 0 reads CPU packages and DRAM (RAPL), so
-  ``torchrun`` and Accelerate count CPU energy once, not once per process.
-* **Device mapping.** :func:`gpu_indices_of` turns a framework's devices into GPU indices.
-* **Stages.** Validation, test and predict have their own windows and keys
-  (``energy/val/total_j`` ...), and training figures exclude them unless asked.
-* **Checkpoints.** :meth:`TrainingLifecycle.state_dict` is versioned; old states load, and a state
-  saved inside an epoch continues that epoch (with the epochs before it in the history).
-* **Visible by default.** Per-epoch and end-of-run summaries go through :mod:`zeus_core.console`.
-* **No GPU.** ``simulate="a40"`` measures a simulated GPU (busy while steps run) when no GPU is found.
+Adapters only translate their framework's events into calls on a :class:`TrainingLifecycle`; ending
+a run exactly once, one CPU reader per machine, stages, checkpoints, summaries and the ``simulate=``
+stand-in are written once, here. docs/integrations.md lists what it guarantees.
 """
 
 from __future__ import annotations

@@ -1,25 +1,9 @@
 """TrainingTracker: measures a training run through the training protocol.
 
-Framework adapters (Lightning, Hugging Face, Accelerate) drive one :class:`TrainingTracker`
-with the six protocol events; it measures the whole run, every epoch and (optionally) every
-N-th optimizer step with a :class:`~zeus_core.monitor._energy.ZeusMonitor`, sums the energy over
-ranks, turns the results into metric dictionaries with fixed keys, and forwards every event to
-the optimizers it was given. All measurement and aggregation logic lives here, so adapters only
-translate events and log dictionaries.
-
-Metric keys (J, s, W) — see :func:`metric_key`:
-
-* per epoch: ``energy/epoch_j``, ``time/epoch_s``, ``power/avg_w``, and per device
-  ``energy/epoch_<device>_j`` (``gpu0``, ``cpu0``, ``dram0``; ``rank1_gpu0`` under torch.distributed);
-* per logged step: ``energy/step_j``, ``time/step_s``, ``power/step_avg_w``;
-* for the whole run: ``energy/train_j``, ``time/train_s``, ``power/train_avg_w``,
-  ``energy/train_gpu_j``, ``energy/train_cpu_j``, ``energy/train_dram_j``;
-* per evaluation stage (``val``, ``test``, ``predict``; see :func:`stage_key`):
-  ``energy/<stage>/total_j``, ``time/<stage>/total_s``, ``power/<stage>/avg_w`` and per device
-  ``energy/<stage>/<device>_j``. Training figures exclude these stages unless asked.
-
-Every dictionary also holds ``simulated`` (1.0 when a simulated device was measured) and
-``estimated`` (1.0 when some GPU energy came from sampled power).
+It measures the whole run, every epoch, every evaluation stage and (optionally) every N-th
+optimizer step with a :class:`~zeus_core.monitor.ZeusMonitor`, sums the energy over ranks, turns
+the results into metric dictionaries with fixed keys (:func:`metric_key`, :func:`stage_key`; the
+table is in docs/integrations.md) and forwards every event to the Zeus optimizers it was given.
 """
 
 from __future__ import annotations
@@ -141,7 +125,7 @@ class _Totals:
 
 
 class TrainingTracker(TrainingCallback):
-    """Measures a training run and forwards protocol events to optimizers.
+    """Measures a training run and forwards protocol events to the Zeus optimizers it drives.
 
     Args:
         monitor: The monitor measuring this process's devices.
@@ -151,9 +135,16 @@ class TrainingTracker(TrainingCallback):
         log_every_n_steps: Measure every N-th optimizer step (``None``: no step windows).
 
     Example:
-        >>> tracker = TrainingTracker(ZeusMonitor(gpus=[...]))  # doctest: +SKIP
-        >>> tracker.on_train_begin(); tracker.on_epoch_begin()  # doctest: +SKIP
-        >>> ...; tracker.on_epoch_end(); tracker.epoch_metrics["energy/epoch_j"]  # doctest: +SKIP
+        >>> from zeus_core import ZeusMonitor
+        >>> from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
+        >>> from zeus_core.training import TrainingTracker
+        >>> clock = VirtualClock()
+        >>> gpu = SimulatedGPU(PhysicalModel.a40(), clock=clock, busy=True)
+        >>> tracker = TrainingTracker(ZeusMonitor(gpus=[gpu], cpu_indices=[]))
+        >>> tracker.on_train_begin(); tracker.on_epoch_begin(); clock.advance(2.0); tracker.on_epoch_end()
+        >>> tracker.epoch_metrics["energy/epoch_j"], tracker.epoch_metrics["time/epoch_s"]
+        (600.0, 2.0)
+        >>> tracker.on_train_end()
     """
 
     def __init__(

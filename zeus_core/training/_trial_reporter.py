@@ -45,10 +45,10 @@ class TrialReporter:
     Example:
         >>> from zeus_core.training import TrialReporter
         >>> reporter = TrialReporter(bso, "val_acc", "my loop")  # bso: a BatchSizeOptimizer  # doctest: +SKIP
-        >>> TrialReporter(object(), "val_acc", "my loop")
+        >>> TrialReporter(object(), "val_acc", "my loop")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        zeus_core.exceptions.ZeusConfigError: my loop: batch_size_optimizer must be a zeus_core.BatchSizeOptimizer, got object.
+        zeus_core.exceptions.ZeusConfigError: my loop: batch_size_optimizer must be a ..., got object.
     """
 
     def __init__(self, optimizer: BatchSizeOptimizer, metric_name: str, owner: str) -> None:
