@@ -1,5 +1,7 @@
-"""Every ```python block of the docs/ pages runs as pasted (a block whose first line is
-``# needs: ...`` is skipped: it needs a GPU, a server or a cluster)."""
+"""Every ```python block of the docs/ pages runs as pasted.
+
+A block whose first line is ``# needs: ...`` is skipped: it needs a GPU, a server or a cluster.
+"""
 
 from __future__ import annotations
 
