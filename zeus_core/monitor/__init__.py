@@ -7,13 +7,11 @@ how a window's energy is read.
 
 Example:
     >>> from zeus_core.monitor import ZeusMonitor
-    >>> from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
+    >>> from zeus_core.testing import VirtualClock, simulated_gpu
     >>> clock = VirtualClock()
-    >>> gpu = SimulatedGPU(PhysicalModel.a40(), clock=clock, busy=True)
-    >>> monitor = ZeusMonitor(gpus=[gpu], cpu_indices=[])
-    >>> with monitor.window("step") as w:
-    ...     clock.advance(2.0)
-    >>> round(w.measurement.total_energy)
+    >>> monitor = ZeusMonitor(gpus=[simulated_gpu("a40", clock=clock, busy=True)], cpu_indices=[])
+    >>> monitor.begin_window("step"); clock.advance(2.0)
+    >>> round(monitor.end_window("step").total_energy)
     600
 """
 

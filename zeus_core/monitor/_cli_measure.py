@@ -42,6 +42,7 @@ __all__ = [
     "stop_on_signals",
     "add_device_arguments",
     "select_devices",
+    "devices_to_read",
     "render_report",
     "make_console",
 ]
@@ -147,6 +148,34 @@ def select_devices(
                 raise
             notes.append(f"CPU/DRAM energy not measured: {e}")
     return gpus, cpus, notes
+
+
+def devices_to_read(command: str, args: argparse.Namespace, task: str) -> tuple[list[GPU], list[CPU]] | int:
+    """The devices a command's ``--simulate``/``--gpu-indices``/``--cpu-indices`` choose.
+
+    Notes on what is left out go to the log. Returns the exit status instead (said on stderr)
+    when the options are wrong (2) or there is nothing to read (1).
+
+    Args:
+        command: The subcommand, for messages (e.g. ``"power"``).
+        args: Its parsed arguments (see :func:`add_device_arguments`).
+        task: What it would do with the devices, for the message (e.g. ``"measure"``).
+    """
+    try:
+        gpus, cpus, notes = select_devices(args.simulate, args.gpu_indices, args.cpu_indices)
+    except ZeusError as e:
+        print(f"zeus-suite {command}: {e}", file=sys.stderr)
+        return 2
+    for note in notes:
+        logger.warning("%s", note)
+    if not gpus and not cpus:
+        print(
+            f"zeus-suite {command}: nothing to {task} (no GPU, no readable RAPL). See `zeus-suite env`, "
+            "or try --simulate.",
+            file=sys.stderr,
+        )
+        return 1
+    return gpus, cpus
 
 
 def _pick(devices: Sequence, indices: Sequence[int] | None, kind: str, option: str) -> list:

@@ -21,7 +21,7 @@ from zeus_core.exceptions import ZeusError
 from zeus_core.monitor._cli_measure import (
     StopRequested,
     add_device_arguments,
-    select_devices,
+    devices_to_read,
     stop_on_signals,
 )
 
@@ -55,20 +55,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Serve ``/metrics`` until interrupted; returns 0, 1 when nothing can be exported, 2 on a usage error."""
-    try:
-        gpus, cpus, notes = select_devices(args.simulate, args.gpu_indices, args.cpu_indices)
-    except ZeusError as e:
-        print(f"zeus-suite metrics: {e}", file=sys.stderr)
-        return 2
-    for note in notes:
-        logger.warning("%s", note)
-    if not gpus and not cpus:
-        print(
-            "zeus-suite metrics: nothing to export (no GPU, no readable RAPL). See `zeus-suite env`, "
-            "or try --simulate.",
-            file=sys.stderr,
-        )
-        return 1
+    chosen = devices_to_read("metrics", args, "export")
+    if isinstance(chosen, int):
+        return chosen
+    gpus, cpus = chosen
     from zeus_core.monitor._energy import ZeusMonitor
     from zeus_core.monitor._prometheus import PrometheusExporter
 

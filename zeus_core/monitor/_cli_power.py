@@ -22,9 +22,9 @@ from zeus_core.exceptions import ZeusError
 from zeus_core.monitor._cli_measure import (
     StopRequested,
     add_device_arguments,
+    devices_to_read,
     make_console,
     render_report,
-    select_devices,
     stop_on_signals,
 )
 
@@ -70,8 +70,11 @@ def run(args: argparse.Namespace) -> int:
     if args.duration is not None and args.duration < 0:
         print(f"zeus-suite power: --duration {args.duration}: must be >= 0 s.", file=sys.stderr)
         return 2
+    chosen = devices_to_read("power", args, "measure")
+    if isinstance(chosen, int):
+        return chosen
+    gpus, cpus = chosen
     try:
-        gpus, cpus, notes = select_devices(args.simulate, args.gpu_indices, args.cpu_indices)
         from zeus_core.monitor._energy import ZeusMonitor
         from zeus_core.monitor._power import PowerMonitor
 
@@ -82,15 +85,6 @@ def run(args: argparse.Namespace) -> int:
     except ZeusError as e:
         print(f"zeus-suite power: {e}", file=sys.stderr)
         return 2
-    for note in notes:
-        logger.warning("%s", note)
-    if not gpus and not cpus:
-        print(
-            "zeus-suite power: nothing to measure (no GPU, no readable RAPL). See `zeus-suite env`, "
-            "or try --simulate.",
-            file=sys.stderr,
-        )
-        return 1
 
     console = make_console(stderr=False)
     sim = " [simulated]" if power.simulated else ""
