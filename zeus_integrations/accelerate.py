@@ -17,6 +17,8 @@ if importlib.util.find_spec("accelerate") is None:  # pragma: no cover - exercis
         name="accelerate",
     )
 
+from typing_extensions import Unpack
+
 from zeus_core.callback import TrainingProtocol
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.training._lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
@@ -25,7 +27,6 @@ from zeus_core.training._options import TrainingOptions, ZeusOptimizers, check_o
 if TYPE_CHECKING:
     import torch
     from accelerate import Accelerator  # type: ignore[import-untyped]
-    from typing_extensions import Unpack
 
 __all__ = ["ZeusAccelerateHook", "AccelerateOptions", "attach"]
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 import weakref
 from typing import TYPE_CHECKING, Any, Callable
 
+from typing_extensions import Unpack
+
 from zeus_core.training._lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
 from zeus_core.training._options import TrainingOptions, ZeusOptimizers, check_options
 
 if TYPE_CHECKING:
     from lightning.fabric import Fabric
-    from typing_extensions import Unpack
 
 __all__ = ["ZeusFabricCallback"]
 

@@ -20,7 +20,7 @@ from zeus_core.training._options import TrialOptions, ZeusOptimizers
 try:
     from transformers.trainer_callback import ExportableState, TrainerCallback, TrainerControl, TrainerState
     from transformers.training_args import TrainingArguments
-    from typing_extensions import override
+    from typing_extensions import Unpack, override
 except ModuleNotFoundError as _missing:  # pragma: no cover - exercised in a subprocess test
     if (_missing.name or "").split(".")[0] not in {
         "transformers",
@@ -37,7 +37,6 @@ except ModuleNotFoundError as _missing:  # pragma: no cover - exercised in a sub
 
 if TYPE_CHECKING:
     from transformers import Trainer
-    from typing_extensions import Unpack
 
 __all__ = ["ZeusTrainerCallback", "HFGlobalPowerLimitOptimizer"]
 

@@ -7,7 +7,7 @@ logging; docs/integrations.md has the hook-by-hook mapping.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 try:
     import lightning.pytorch as pl
@@ -18,16 +18,13 @@ except ModuleNotFoundError as _e:  # pragma: no cover - exercised in a test with
         "Install it with: pip install 'zeus-suite[lightning]'",
         name=_e.name,
     ) from _e
-from typing_extensions import override
+from typing_extensions import Unpack, override
 
 from zeus_core.callback import TrainingProtocol
 from zeus_core.training._lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
 from zeus_core.training._options import TrialOptions, ZeusOptimizers
 from zeus_core.training._tracker import metric_key
 from zeus_core.training._trial_reporter import TrialReporter
-
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
 
 __all__ = ["ZeusCallback"]
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import weakref
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
 from zeus_core import _distributed as distributed
 from zeus_core import console
@@ -22,7 +23,9 @@ from zeus_core.training._options import TrialOptions, ZeusOptimizers, check_opti
 from zeus_core.training._tracker import STAGES, TrainingTracker, check_tracker_args, metric_key, stage_key
 from zeus_core.training._trial_reporter import TrialReporter, trial_reporter
 
-if TYPE_CHECKING:
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+else:  # rich, a dependency, brings typing_extensions on Python 3.10
     from typing_extensions import Unpack
 
 __all__ = ["TrainingLifecycle", "LifecycleResults", "gpu_indices_of", "local_rank"]

@@ -10,13 +10,11 @@ in the editor; at run time :func:`check_options` names the bad one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Sequence, TypedDict, Union
+from typing import Any, Mapping, Sequence, TypedDict, Union
 
 from zeus_core.callback import TrainingProtocol
-
-if TYPE_CHECKING:
-    from zeus_core.monitor import ZeusMonitor
-    from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
+from zeus_core.monitor._energy import ZeusMonitor
+from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
 
 __all__ = ["ZeusOptimizers", "TrainingOptions", "TrialOptions", "check_options"]
 
