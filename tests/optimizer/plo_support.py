@@ -16,8 +16,10 @@ from zeus_core.testing import (
     SimulatedGPU,
     StepNoise,
     VirtualClock,
-    Workload,
     simulate_steps,
+)
+from zeus_core.testing import (
+    PowerLimitWorkload as Workload,
 )
 
 __all__ = [

@@ -23,7 +23,8 @@ from zeus_core.optimizer.power_limit import (
     Time,
     ZeusCost,
 )
-from zeus_core.testing import GPUS, MeasuredProfile, StepNoise, Workload, generate
+from zeus_core.testing import GPUS, MeasuredProfile, StepNoise, generate
+from zeus_core.testing import PowerLimitWorkload as Workload
 
 
 def zeus_budget(plo) -> int:

@@ -28,7 +28,14 @@ from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML
 from zeus_core.testing._gpu_models import GpuBehavior, MeasuredProfile, PhysicalModel
 from zeus_core.testing._pipeline_gpu import InstructionWork, SimulatedPipelineGPU
 from zeus_core.testing._pipeline_profiles import PHYSICAL_GPUS, physical_instruction_profile
-from zeus_core.testing._power_limit_generator import GPUS, GpuModel, NoisyRun, StepNoise, Workload, generate
+from zeus_core.testing._power_limit_generator import (
+    GPUS,
+    GpuModel,
+    NoisyRun,
+    PowerLimitWorkload,
+    StepNoise,
+    generate,
+)
 from zeus_core.testing._quirky_nvml import Quirks, QuirkyNVML, StepProfile, square_wave
 from zeus_core.testing._simulated_gpu import SimulatedGPU, simulate_steps
 from zeus_core.testing._stand_in import simulated_gpu
@@ -54,7 +61,7 @@ __all__ = [
     "GpuModel",
     "NoisyRun",
     "StepNoise",
-    "Workload",
+    "PowerLimitWorkload",
     "generate",
     "InstructionWork",
     "SimulatedPipelineGPU",

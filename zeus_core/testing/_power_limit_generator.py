@@ -6,7 +6,7 @@ random noise) and only checked against measured ones. docs/simulating.md describ
 
 Example:
     >>> import random
-    >>> w = Workload.random(GPUS["A100"], random.Random(0))
+    >>> w = PowerLimitWorkload.random(GPUS["A100"], random.Random(0))
     >>> t_top, p_top = w.step(400.0)
     >>> t_low, p_low = w.step(200.0)
     >>> t_low >= t_top and p_low <= 200.0
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from zeus_core.testing._catalogue import gpu_product
 
-__all__ = ["GpuModel", "GPUS", "Workload", "StepNoise", "NoisyRun", "generate"]
+__all__ = ["GpuModel", "GPUS", "PowerLimitWorkload", "StepNoise", "NoisyRun", "generate"]
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ Example:
 
 
 @dataclass(frozen=True)
-class Workload:
+class PowerLimitWorkload:
     """One training workload on one GPU model (see the module docstring for the model).
 
     Attributes:
@@ -89,8 +89,8 @@ class Workload:
 
     Example:
         >>> import random
-        >>> from zeus_core.testing import GPUS, Workload
-        >>> workload = Workload.random(GPUS["A100"], random.Random(0))
+        >>> from zeus_core.testing import GPUS, PowerLimitWorkload
+        >>> workload = PowerLimitWorkload.random(GPUS["A100"], random.Random(0))
         >>> t_top, p_top = workload.step(400.0)
         >>> t_low, p_low = workload.step(200.0)
         >>> t_low >= t_top and p_low <= 200.0
@@ -109,7 +109,7 @@ class Workload:
     idle_w: float = 60.0
 
     @classmethod
-    def random(cls, gpu: GpuModel, rng: random.Random) -> "Workload":
+    def random(cls, gpu: GpuModel, rng: random.Random) -> "PowerLimitWorkload":
         """A random plausible workload on ``gpu``: from memory-bound to compute-bound, light to heavy.
 
         The draw at the top clock ranges from 55 % to 115 % of the top limit, so some workloads
@@ -217,7 +217,7 @@ class NoisyRun:
         True
     """
 
-    def __init__(self, workload: Workload, noise: StepNoise, seed: int) -> None:
+    def __init__(self, workload: PowerLimitWorkload, noise: StepNoise, seed: int) -> None:
         self.workload = workload
         self.noise = noise
         self._rng = random.Random(seed)
@@ -245,7 +245,7 @@ class NoisyRun:
         return t, min(p, limit_w), idle  # a cap holds the average draw at or under the limit
 
 
-def generate(count: int, seed: int = 0, gpus: list[str] | None = None) -> list[Workload]:
+def generate(count: int, seed: int = 0, gpus: list[str] | None = None) -> list[PowerLimitWorkload]:
     """``count`` random workloads, cycling over the GPU models (all of :data:`GPUS` by default).
 
     Args:
@@ -266,4 +266,4 @@ def generate(count: int, seed: int = 0, gpus: list[str] | None = None) -> list[W
     if unknown:
         raise KeyError(f"Unknown GPU model(s) {unknown}; known: {list(GPUS)}.")
     rng = random.Random(seed)
-    return [Workload.random(GPUS[names[i % len(names)]], rng) for i in range(count)]
+    return [PowerLimitWorkload.random(GPUS[names[i % len(names)]], rng) for i in range(count)]
