@@ -17,7 +17,7 @@ With none of these, :func:`resolve_blocking_power` raises an error that names th
 Sources of :data:`IDLE_POWER_W`: the 70 W that Perseus measured on A100s blocked in NCCL P2P
 (zeus ``examples/pipeline_frequency_optimizer``: ``profile_p2p.py`` and the ``--p2p-power``
 default of ``run_optimization.py``), and for other GPUs the idle power of the documented DVFS
-models in :class:`zeus_core.testing._simulated_gpu.PhysicalModel` (A40 30 W, H100 70 W). They are
+models in :class:`zeus_core.testing.PhysicalModel` (A40 30 W, H100 70 W). They are
 typical figures; measured ones are better, which is why profiling measures it.
 
 Example:
