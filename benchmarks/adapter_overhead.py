@@ -33,7 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from zeus_core.testing._quirky_nvml import FakeGPUSpec, Quirks, QuirkyNVML, square_wave  # noqa: E402
+from zeus_core.testing import FakeGPUSpec, Quirks, QuirkyNVML, square_wave  # noqa: E402
 
 TARGETS_MS = {"ZeusCallback()": 0.02, "ZeusCallback(log_every_n_steps=1)": 0.1}
 
@@ -119,7 +119,7 @@ def run(runs: int, steps: int) -> tuple[dict[str, float], dict[str, float]]:
     import torch
 
     torch.set_num_threads(1)
-    from zeus_core.monitor.energy import ZeusMonitor
+    from zeus_core.monitor._energy import ZeusMonitor
     from zeus_integrations.lightning import ZeusCallback
 
     # The fit runs on the CPU, where ZeusCallback() would measure no GPU; give it the monitor it

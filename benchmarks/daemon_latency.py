@@ -107,8 +107,8 @@ def measure(held_n: int, pairs: int, journal_dir: str | None) -> dict[str, Any]:
         # here (untimed), as real hardware would show it to both.
         fake = FakeNVML([FakeGPUSpec.a40(), FakeGPUSpec.a40()], root=True)
         sys.modules["pynvml"] = fake
-        from zeus_core.device.discovery import get_gpus
-        from zeus_core.device.nvidia import nvidia_gpus
+        from zeus_core.device._discovery import get_gpus
+        from zeus_core.device._nvidia import nvidia_gpus
 
         direct = nvidia_gpus(environ={})[1]
         via = get_gpus({"ZEUSD_SOCK_PATH": sock})[0]  # reads GPU 0 here, writes through the daemon

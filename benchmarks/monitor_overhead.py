@@ -36,7 +36,7 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML  # noqa: E402
+from zeus_core.testing import FakeGPUSpec, FakeNVML  # noqa: E402
 
 GPU_COUNTS = (1, 8)
 
@@ -105,8 +105,8 @@ def _make_monitors(fake: FakeNVML) -> dict[tuple[str, int], tuple[Callable, Call
     """(library, gpus) -> (begin_window, end_window), CPUs off; called with sync_execution=False."""
     monitors: dict[tuple[str, int], tuple[Callable, Callable]] = {}
 
-    from zeus_core.device.nvidia import nvidia_gpus
-    from zeus_core.monitor.energy import ZeusMonitor as SuiteMonitor
+    from zeus_core.device._nvidia import nvidia_gpus
+    from zeus_core.monitor._energy import ZeusMonitor as SuiteMonitor
 
     ours = nvidia_gpus(environ={})
     for n in GPU_COUNTS:

@@ -39,7 +39,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from zeus_core.metric import zeus_cost
+from zeus_core._cost import zeus_cost
 from zeus_core.simulate.policies import Choice, DefaultPolicy, TrialOutcome, ZeusPolicy
 from zeus_core.simulate.simulator import noise_free_cost, oracle, simulate
 from zeus_core.simulate.traces import WorkloadTrace, default_trace_dir, load_nsdi23_traces

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from zeus_core.data import path as data_path
-from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.monitor._energy import ZeusMonitor
 from zeus_core.optimizer.power_limit import (
     Done,
     EarlyStopping,

@@ -42,7 +42,7 @@ def _gpu(index: int = 0):  # type: ignore[no-untyped-def]
 def main(mode: str, args: list[str]) -> None:
     install_from_env()
     if mode == "direct":
-        from zeus_core.device.nvidia import nvidia_gpus
+        from zeus_core.device._nvidia import nvidia_gpus
         from zeus_core.exceptions import ZeusPermissionError
 
         try:
@@ -82,7 +82,7 @@ def main(mode: str, args: list[str]) -> None:
         print("RESTORED", flush=True)
     elif mode == "env":
         from zeus_core.device._cli_env import report_dict
-        from zeus_core.device.discovery import discover
+        from zeus_core.device._discovery import discover
 
         data = report_dict(discover(sysfs_root="/nonexistent"))
         print(
@@ -95,7 +95,7 @@ def main(mode: str, args: list[str]) -> None:
 
 def _plo() -> None:
     import zeus_core
-    from zeus_core.monitor.energy import ZeusMonitor
+    from zeus_core.monitor._energy import ZeusMonitor
     from zeus_core.optimizer.power_limit import Energy, GlobalPowerLimitOptimizer
 
     gpus = zeus_core.get_gpus()

@@ -8,8 +8,8 @@ import random
 
 import pytest
 
+from zeus_core._cost import zeus_cost
 from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
-from zeus_core.metric import zeus_cost
 from zeus_core.optimizer.power_limit import (
     EarlyStopping,
     Energy,

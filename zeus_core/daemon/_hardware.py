@@ -1,6 +1,6 @@
 """The devices the daemon serves, in zeusd's units (mW, mJ, µJ, MHz), each GPU with its own worker thread.
 
-GPUs are found with :func:`zeus_core.device.discovery.get_gpus` ignoring ``CUDA_VISIBLE_DEVICES`` (the
+GPUs are found with :func:`zeus_core.device._discovery.get_gpus` ignoring ``CUDA_VISIBLE_DEVICES`` (the
 daemon serves every GPU; ids are NVML's indices, as zeusd's), and CPUs with ``get_cpus``. Every
 GPU call runs on that GPU's single worker thread (zeusd has one task per GPU): calls to one GPU are
 serialized, calls to different GPUs run in parallel, and the event loop never waits on a driver.
@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping, TypeVar
 
 from zeus_core.daemon._config import ApiGroup, Knob
 from zeus_core.daemon._policy import Value
-from zeus_core.device.base import CPU, GPU
+from zeus_core.device._base import CPU, GPU
 from zeus_core.exceptions import (
     ZeusConfigError,
     ZeusError,
@@ -252,7 +252,7 @@ class Hardware:
         Raises:
             ZeusError: A device could not be opened.
         """
-        from zeus_core.device.discovery import get_cpus, get_gpus
+        from zeus_core.device._discovery import get_cpus, get_gpus
 
         env = {k: v for k, v in (os.environ if environ is None else environ).items()}
         for name in (*_VISIBILITY, "ZEUSD_SOCK_PATH", "ZEUSD_HOST_PORT"):  # all GPUs; never via a daemon

@@ -113,7 +113,7 @@ def unix_listener(path: str, mode: int, group: str | None) -> socket.socket:
 
 
 def _check_privileges(enabled: frozenset[ApiGroup]) -> None:
-    from zeus_core.device import privileges
+    from zeus_core.device import _privileges as privileges
 
     needs_root = sorted(g.value for g in enabled & {ApiGroup.GPU_CONTROL, ApiGroup.CPU_READ})
     if needs_root and not privileges.has_admin_rights():

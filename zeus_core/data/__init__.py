@@ -29,7 +29,6 @@ from zeus_core.exceptions import ZeusConfigError
 
 __all__ = ["DATASETS", "path"]
 
-#: What is bundled: name → one-line description.
 DATASETS: dict[str, str] = {
     "zeus_nsdi23": "Zeus NSDI'23 traces (summary_train.csv, summary_power_{a40,v100}.csv), measured",
     "power_limit_profiles": "GlobalPowerLimitOptimizer profiles measured on NVIDIA A40 GPUs (6 CSV files)",
@@ -37,6 +36,13 @@ DATASETS: dict[str, str] = {
         "a simulated A100-like 4-stage instruction profile for `zeus-suite plan`"
     ),
 }
+"""What is bundled: name → one-line description.
+
+Example:
+    >>> from zeus_core import data
+    >>> sorted(data.DATASETS)[:2]
+    ['perseus/a100_4stage_profile.csv', 'power_limit_profiles']
+"""
 
 
 def path(name: str) -> Path:
@@ -49,6 +55,11 @@ def path(name: str) -> Path:
 
     Raises:
         ZeusConfigError: ``name`` is not bundled (the message lists what is).
+
+    Example:
+        >>> from zeus_core import data
+        >>> data.path("power_limit_profiles/A40_resnet50_1gpu.csv").suffix
+        '.csv'
     """
     root = resources.files(__name__)
     target = root.joinpath(*name.strip("/").split("/"))

@@ -19,9 +19,9 @@ import json
 import re
 from typing import Any
 
+from zeus_core.device._base import GPU
+from zeus_core.device._discovery import DeviceReport, discover
 from zeus_core.device._zeusd import daemon_status, describe_status
-from zeus_core.device.base import GPU
-from zeus_core.device.discovery import DeviceReport, discover
 from zeus_core.exceptions import ZeusError, ZeusNotSupportedError, ZeusPermissionError
 
 __all__ = ["add_arguments", "run", "gpu_capabilities", "report_dict"]
@@ -57,7 +57,7 @@ def gpu_capabilities(gpu: GPU, check_by_writing: bool = False) -> dict[str, Any]
     """What ``gpu`` offers, as JSON-safe values (W, MHz); a failed query becomes an ``error`` text.
 
     Nothing is written unless ``check_by_writing``: then the control check writes the current
-    power limit again (:meth:`~zeus_core.device.base.GPU.check_control_by_writing`) and
+    power limit again (:meth:`~zeus_core.device._base.GPU.check_control_by_writing`) and
     ``control_checked_by`` says ``"write"`` instead of ``"query"``.
 
     Keys: ``index``, ``name``, ``vendor``, ``simulated``, ``uuid``, ``backend_index`` (NVML or HIP
@@ -69,7 +69,7 @@ def gpu_capabilities(gpu: GPU, check_by_writing: bool = False) -> dict[str, Any]
     info: dict[str, Any] = {"index": gpu.index, "vendor": gpu.vendor, "simulated": gpu.simulated}
     info["name"], _ = _try(lambda: gpu.name)
     info["uuid"], _ = _try(lambda: gpu.uuid)
-    backend = getattr(gpu, "nvml_index", getattr(gpu, "hip_index", None))
+    backend = getattr(gpu, "backend_index", None)  # the vendor library's index (NVML or HIP)
     info["backend_index"] = backend
     counter, err = _try(lambda: gpu.has_energy_counter)
     info["energy"] = "counter" if counter else "estimated"
@@ -125,9 +125,9 @@ def report_dict(report: DeviceReport, check_by_writing: bool = False) -> dict[st
 
 
 def _simulated_a40(index: int) -> GPU:
-    from zeus_core.testing import PhysicalModel, SimulatedGPU
+    from zeus_core.testing._stand_in import simulated_gpu
 
-    return SimulatedGPU(PhysicalModel.a40(), index=index)
+    return simulated_gpu("a40", index)
 
 
 def _fmt_range(d: dict[str, Any], unit: str) -> str:

@@ -2,7 +2,7 @@
 
 Zeus's variables name it, and no other: ``ZEUSD_SOCK_PATH`` (a Unix socket; tried first) or
 ``ZEUSD_HOST_PORT`` (``host:port`` over TCP, with ``ZEUSD_TOKEN`` as the bearer token). With one
-of them set, :mod:`zeus_core.device.discovery` hands out GPUs whose privileged calls go through the
+of them set, :mod:`zeus_core.device._discovery` hands out GPUs whose privileged calls go through the
 daemon (:mod:`zeus_core.device._zeusd_devices`), so a normal user can set power limits and clocks.
 
 :class:`DaemonClient` is a small HTTP/1.1 client on the standard library (``http.client``; the

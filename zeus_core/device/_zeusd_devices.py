@@ -21,8 +21,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping, Sequence
 
+from zeus_core.device._base import CPU, GPU, Clock, CpuEnergy, PowerLimitConstraints
 from zeus_core.device._zeusd import DaemonClient, Endpoint, client_for
-from zeus_core.device.base import CPU, GPU, Clock, CpuEnergy, PowerLimitConstraints
 from zeus_core.exceptions import ZeusConfigError, ZeusError, ZeusPermissionError
 
 __all__ = ["DaemonGPU", "DaemonCPU", "route_gpus", "daemon_cpus", "daemon_id"]

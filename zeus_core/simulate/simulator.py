@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from zeus_core._cost import zeus_cost
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.metric import zeus_cost
 from zeus_core.simulate.policies import Policy, TrialOutcome
 from zeus_core.simulate.traces import WorkloadTrace
 

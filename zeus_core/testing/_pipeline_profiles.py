@@ -30,7 +30,7 @@ import numpy as np
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.optimizer.pipeline_frequency._profile import InstructionProfile, ProfileMeasurement
 from zeus_core.optimizer.pipeline_frequency._schedule import SPLIT_BACKWARD, InstructionKind
-from zeus_core.testing._simulated_gpu import PhysicalModel
+from zeus_core.testing._gpu_models import PhysicalModel
 
 __all__ = ["PhysicalGpuSpec", "PHYSICAL_GPUS", "stage_weights", "physical_instruction_profile"]
 

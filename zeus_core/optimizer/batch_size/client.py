@@ -12,7 +12,7 @@ heartbeat timeout, while one in a long epoch is not.
 
 Distributed jobs: call every method on every rank. Only global rank 0 talks to the server; the
 answer (or the error) is broadcast with ``torch.distributed`` so all ranks agree. Pass job-wide
-totals (e.g. :func:`zeus_core.distributed.reduce_measurement`).
+totals (e.g. :func:`zeus_core._distributed.reduce_measurement`).
 
 Example:
     >>> from zeus_core.optimizer.batch_size import JobSpec
@@ -43,7 +43,7 @@ from types import TracebackType
 from typing import Any, Callable, Mapping
 from urllib.parse import quote
 
-from zeus_core import distributed
+from zeus_core import _distributed as distributed
 from zeus_core.exceptions import ZeusConfigError, ZeusError, ZeusPermissionError
 from zeus_core.optimizer.batch_size.auth import normalize_token
 from zeus_core.optimizer.batch_size.heartbeat import HeartbeatSender

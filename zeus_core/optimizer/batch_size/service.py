@@ -44,8 +44,8 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from zeus_core._cost import zeus_cost
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.metric import zeus_cost
 from zeus_core.optimizer.batch_size.api_models import (
     EpochDecision,
     EpochReport,

@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from zeus_core import distributed
+from zeus_core import _distributed as distributed
 from zeus_core.exceptions import ZeusProfileError
 from zeus_core.optimizer.power_limit.measurement import PowerLimitMeasurement
 from zeus_core.optimizer.power_limit.planner import Action, ActionKind

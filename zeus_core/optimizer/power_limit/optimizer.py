@@ -9,11 +9,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from zeus_core import console, distributed
+from zeus_core import _distributed as distributed
+from zeus_core import console
 from zeus_core.callback import TrainingCallback
-from zeus_core.device.base import GPU, PowerLimitConstraints
+from zeus_core.device._base import GPU, PowerLimitConstraints
 from zeus_core.exceptions import ZeusConfigError, ZeusPermissionError
-from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.monitor._energy import ZeusMonitor
 from zeus_core.optimizer.power_limit._persistence import PersistenceMixin
 from zeus_core.optimizer.power_limit.measurement import (
     EarlyStopping,

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from zeus_core import distributed
-from zeus_core.device.base import GPU
+from zeus_core import _distributed as distributed
+from zeus_core.device._base import GPU
 from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
 from zeus_core.optimizer.power_limit.measurement import PowerLimitMeasurement
 

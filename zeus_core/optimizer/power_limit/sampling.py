@@ -53,11 +53,11 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from zeus_core import distributed
-from zeus_core.monitor.measurement import Measurement
+from zeus_core import _distributed as distributed
+from zeus_core.monitor._measurement import Measurement
 
 if TYPE_CHECKING:
-    from zeus_core.monitor.energy import ZeusMonitor
+    from zeus_core.monitor._energy import ZeusMonitor
 
 __all__ = ["steps_per_sample", "sample_ends", "LocalSamples", "SampleWindow"]
 

@@ -32,8 +32,8 @@ from abc import ABC, abstractmethod
 from dataclasses import replace
 from typing import ClassVar, Sequence
 
+from zeus_core._cost import zeus_cost
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.metric import zeus_cost
 from zeus_core.optimizer.power_limit.measurement import EarlyStopping, PowerLimitMeasurement
 from zeus_core.optimizer.power_limit.smoothing import smooth_profile
 
@@ -337,7 +337,7 @@ class ZeusCost(LinearCostSelector):
         return self.eta_knob, (1.0 - self.eta_knob) * self.max_power_w(measurements)
 
     def costs(self, measurements: Measurements) -> list[float]:
-        """Zeus cost of each measurement (:func:`zeus_core.metric.zeus_cost`), J per step."""
+        """Zeus cost of each measurement (:func:`zeus_core._cost.zeus_cost`), J per step."""
         max_power = self.max_power_w(measurements)
         return [
             zeus_cost(m.energy_per_step_j, m.time_per_step_s, self.eta_knob, max_power) for m in measurements

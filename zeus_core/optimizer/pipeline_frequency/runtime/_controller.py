@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Deque
 
-from zeus_core.device.base import GPU
+from zeus_core.device._base import GPU
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceError
 from zeus_core.settings import Setting, SettingsGuard
 

@@ -13,11 +13,12 @@ import sys
 from pathlib import Path
 from typing import Any, Deque
 
-from zeus_core import console, distributed
+from zeus_core import _distributed as distributed
+from zeus_core import console
 from zeus_core.callback import TrainingCallback
-from zeus_core.device.base import GPU
+from zeus_core.device._base import GPU
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceNotFoundError, ZeusError, ZeusProfileError
-from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.monitor._energy import ZeusMonitor
 from zeus_core.optimizer.pipeline_frequency._frequency_plan import FrequencyPlan
 from zeus_core.optimizer.pipeline_frequency._profile import InstructionProfile
 from zeus_core.optimizer.pipeline_frequency._schedule import InstructionKind
@@ -64,7 +65,7 @@ class PerseusRuntime(TrainingCallback):
     interpreter exit and SIGTERM/SIGINT). Rank 0 (global) writes the files and logs.
 
     Args:
-        gpu: The GPU this process computes on: a :class:`~zeus_core.device.base.GPU`, an index,
+        gpu: The GPU this process computes on: a :class:`~zeus_core.device._base.GPU`, an index,
             or ``None`` for the current CUDA device (else ``LOCAL_RANK``).
         mode: ``"control"`` locks clocks; ``"measure"`` records the clocks it would set and
             changes nothing (it never profiles; it uses a given or saved plan, else the highest clock).
@@ -571,7 +572,7 @@ def resolve_gpu(gpu: GPU | int | None) -> GPU:
             gpu = int(torch.cuda.current_device())
         else:
             gpu = int(os.environ.get("LOCAL_RANK", "0"))
-    from zeus_core.device.discovery import get_gpus
+    from zeus_core.device._discovery import get_gpus
 
     gpus = get_gpus()
     for g in gpus:

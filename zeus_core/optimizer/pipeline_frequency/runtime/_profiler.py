@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
-from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.monitor._energy import ZeusMonitor
 from zeus_core.optimizer.pipeline_frequency._profile import InstructionProfile
 from zeus_core.optimizer.pipeline_frequency._schedule import InstructionKind
 

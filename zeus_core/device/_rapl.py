@@ -1,24 +1,8 @@
 """CPU package and DRAM energy from Linux RAPL (``/sys/class/powercap``), also on AMD CPUs.
 
-Layout read (one directory per *zone*; the kernel exposes the same tree on Intel and AMD)::
-
-    /sys/class/powercap/intel-rapl:0/            one top-level zone per CPU package (socket)
-        name                   "package-0"
-        energy_uj              energy counter, µJ, wraps around at max_energy_range_uj
-        max_energy_range_uj    counter range, µJ
-        intel-rapl:0:0/        sub-zones: "core", "uncore", "dram", ...
-            name               "dram"
-            energy_uj, max_energy_range_uj
-
-Counters are 32-bit in hardware and wrap around after a few minutes to hours under load
-(about 262 kJ on many Intel servers: 4–5 minutes at 1 kW). Every read compares the raw value
-with the previous one and adds the range when it went down; so that no wrap is missed while
-nobody reads (a long measurement window), each :class:`RaplCPU` starts a small daemon thread
-on its first read that reads its counters at least four times per wrap period at 1000 W
-(at most every 60 s).
-
-Kernels from 5.10 on make ``energy_uj`` readable by root only (CVE-2020-8694, "PLATYPUS");
-then :func:`rapl_cpus` raises :class:`~zeus_core.exceptions.ZeusPermissionError` with the fix.
+Counters wrap around after minutes under load, so each :class:`RaplCPU` reads them often enough in
+a small daemon thread that no wrap is missed; kernels from 5.10 on need root to read them, and the
+error says how. docs/measuring.md describes the layout and the wraparound.
 """
 
 from __future__ import annotations
@@ -29,7 +13,7 @@ import threading
 import weakref
 from pathlib import Path
 
-from zeus_core.device.base import CPU, CpuEnergy
+from zeus_core.device._base import CPU, CpuEnergy
 from zeus_core.exceptions import ZeusDeviceError, ZeusPermissionError
 
 __all__ = ["DEFAULT_SYSFS_ROOT", "RaplCPU", "rapl_cpus"]

@@ -14,39 +14,25 @@ from __future__ import annotations
 
 import contextlib
 import io
-import logging
 import os
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Mapping
+from types import ModuleType
+from typing import Any, Mapping
 
-from zeus_core.device import privileges
-from zeus_core.device.base import GPU, PowerLimitConstraints
-from zeus_core.device.registry import Unavailable
-from zeus_core.device.visibility import parse_visible_devices
-from zeus_core.exceptions import (
-    ZeusConfigError,
-    ZeusDeviceError,
-    ZeusDeviceNotFoundError,
-    ZeusError,
-    ZeusNotSupportedError,
-    ZeusPermissionError,
+from zeus_core.device._base import PowerLimitConstraints
+from zeus_core.device._registry import Unavailable
+from zeus_core.device._vendor import (
+    VendorGPU,
+    VendorLibrary,
+    VendorUnavailable,
+    found_or_logged,
+    select_visible,
 )
-
-if TYPE_CHECKING:
-    from types import ModuleType
+from zeus_core.exceptions import ZeusConfigError, ZeusDeviceNotFoundError, ZeusNotSupportedError
 
 __all__ = ["AMDGPU", "amd_gpus", "probe_amd", "AMD_PERMISSION_FIX"]
 
-logger = logging.getLogger(__name__)
-
-# amdsmi_status_t codes (amdsmi.h).
-_INVAL = 1
-_NOT_SUPPORTED = 2
-_NOT_YET_IMPLEMENTED = 3
-_NO_PERM = 10
-_INPUT_OUT_OF_BOUNDS = 17
-_NOT_FOUND = 31
 
 AMD_PERMISSION_FIX = (
     "Changing power caps or clocks needs admin rights: run as root, or have an administrator set "
@@ -59,26 +45,28 @@ _initialized: Any = None  # the amdsmi module object that amdsmi_init() succeede
 _import_failure: Unavailable | None = None  # why importing the real amdsmi failed (not retried)
 
 
-def _translate(err: Exception, call: str) -> ZeusError:
-    """The Zeus Suite exception for an amdsmi error raised by ``call`` (the one place this happens)."""
+def _code_of(err: Exception) -> int | None:
     get_code = getattr(err, "get_error_code", None)
-    code = get_code() if callable(get_code) else None
-    if code == _NO_PERM:
-        return ZeusPermissionError(f"{call}: amdsmi refused ({err}). {AMD_PERMISSION_FIX}")
-    if code in (_NOT_SUPPORTED, _NOT_YET_IMPLEMENTED):
-        return ZeusNotSupportedError(f"{call}: this GPU or driver does not support it ({err}).")
-    if code in (_INVAL, _INPUT_OUT_OF_BOUNDS, _NOT_FOUND):
-        return ZeusConfigError(
-            f"{call}: amdsmi rejected the argument ({err}). Check the value against the "
-            "GPU's supported range (`zeus-suite env` shows it)."
-        )
-    return ZeusDeviceError(f"{call}: amdsmi failed ({err}). Check that `amd-smi list` works.")
+    return get_code() if callable(get_code) else None
 
 
-class _AmdUnavailable(ZeusDeviceError):
-    def __init__(self, why: Unavailable) -> None:
-        super().__init__(why.describe())
-        self.why = why
+AMDSMI = VendorLibrary(
+    devices="AMD GPUs",
+    health_check="amd-smi list",
+    module="amdsmi",
+    upgrade="Upgrade ROCm and amdsmi.",
+    error_class="AmdSmiException",
+    code_of=_code_of,
+    permission_fix=AMD_PERMISSION_FIX,
+    # amdsmi_status_t codes (amdsmi.h)
+    no_permission=(10,),  # NO_PERM
+    not_supported=(2, 3),  # NOT_SUPPORTED, NOT_YET_IMPLEMENTED
+    bad_argument=(1, 17, 31),  # INVAL, INPUT_OUT_OF_BOUNDS, NOT_FOUND
+    failure_hint="Check that `amd-smi list` works.",
+    index_label="HIP",
+)
+"""amdsmi's error codes and their fixes (see :class:`~zeus_core.device._vendor.VendorLibrary`)."""
+_translate = AMDSMI.translate
 
 
 def _import_amdsmi() -> ModuleType:
@@ -87,7 +75,7 @@ def _import_amdsmi() -> ModuleType:
     if module is not None:
         return module
     if _import_failure is not None:
-        raise _AmdUnavailable(_import_failure)
+        raise VendorUnavailable(_import_failure)
     printed = io.StringIO()
     try:
         with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
@@ -109,14 +97,14 @@ def _import_amdsmi() -> ModuleType:
         )
     else:
         return amdsmi
-    raise _AmdUnavailable(_import_failure)
+    raise VendorUnavailable(_import_failure)
 
 
 def _amdsmi() -> ModuleType:
     """``amdsmi``, initialised for GPUs (once per module object).
 
     Raises:
-        _AmdUnavailable: amdsmi is missing, cannot load ROCm, or failed to initialise.
+        VendorUnavailable: amdsmi is missing, cannot load ROCm, or failed to initialise.
     """
     global _initialized
     amdsmi = _import_amdsmi()
@@ -127,7 +115,7 @@ def _amdsmi() -> ModuleType:
             try:
                 amdsmi.amdsmi_init(amdsmi.AmdSmiInitFlags.INIT_AMD_GPUS)
             except amdsmi.AmdSmiException as e:
-                raise _AmdUnavailable(
+                raise VendorUnavailable(
                     Unavailable(
                         "AMD GPUs",
                         f"amdsmi could not initialise ({e}).",
@@ -149,7 +137,7 @@ def _handles_by_hip_id(amdsmi: ModuleType) -> dict[int, Any]:
         raise _translate(e, "amd_gpus()") from e
 
 
-class AMDGPU(GPU):
+class AMDGPU(VendorGPU):
     """One AMD GPU, read and controlled through amdsmi.
 
     Args:
@@ -161,44 +149,34 @@ class AMDGPU(GPU):
         ZeusDeviceError: amdsmi is not available.
 
     Example:
-        >>> from zeus_core.device.amd import amd_gpus
+        >>> from zeus_core.device._amd import amd_gpus
         >>> gpu = amd_gpus()[0]  # doctest: +SKIP
         >>> gpu.name, gpu.get_power()  # doctest: +SKIP
         ('AMD Instinct MI300X', 512.0)
     """
 
     vendor = "amd"
+    library = AMDSMI
 
     def __init__(self, index: int, hip_index: int | None = None) -> None:
-        super().__init__(index)
-        self.hip_index = index if hip_index is None else hip_index
+        hip_index = index if hip_index is None else hip_index
         amdsmi = _amdsmi()
-        self._amdsmi = amdsmi
         handles = _handles_by_hip_id(amdsmi)
-        if self.hip_index not in handles:
+        if hip_index not in handles:
             raise ZeusDeviceNotFoundError(
-                f"AMDGPU({index}, hip_index={self.hip_index}): no such AMD GPU (HIP indices: "
+                f"AMDGPU({index}, hip_index={hip_index}): no such AMD GPU (HIP indices: "
                 f"{sorted(handles)}). Use amd_gpus() to get the visible GPUs."
             )
-        self._handle = handles[self.hip_index]
+        super().__init__(index, hip_index, amdsmi, handles[hip_index])
         self._read_energy = amdsmi.amdsmi_get_energy_count
         self._name: str | None = None
         self._uuid: str | None = None
         self._has_counter: bool | None = None
 
-    def _call(self, call: str, function: str, *args: Any) -> Any:
-        """Call ``amdsmi.<function>(handle, *args)``, translating amdsmi errors."""
-        amdsmi = self._amdsmi
-        fn = getattr(amdsmi, function, None)
-        if fn is None:
-            raise ZeusNotSupportedError(
-                f"GPU {self.index}: {call} needs amdsmi.{function}, which this amdsmi lacks. "
-                "Upgrade ROCm and amdsmi."
-            )
-        try:
-            return fn(self._handle, *args)
-        except amdsmi.AmdSmiException as e:
-            raise _translate(e, f"GPU {self.index}: {call}") from e
+    @property
+    def hip_index(self) -> int:
+        """HIP's index of this GPU (what PyTorch on ROCm calls ``cuda:<hip_index>``)."""
+        return self.backend_index
 
     # -- identity -------------------------------------------------------------------------------
     @property
@@ -255,17 +233,14 @@ class AMDGPU(GPU):
         """Verify, without writing anything, that this process may set caps and clocks.
 
         The cap must be readable, and the process must hold ``CAP_SYS_ADMIN`` (root):
-        :func:`~zeus_core.device.privileges.has_admin_rights`.
+        :func:`~zeus_core.device._privileges.has_admin_rights`.
 
         Raises:
             ZeusPermissionError: No permission; the message says how to get it.
         """
         call = "check_control_permission()"
         self._cap_info(call)
-        if not privileges.has_admin_rights():
-            raise ZeusPermissionError(
-                f"GPU {self.index}: {call}: this process lacks admin rights. {AMD_PERMISSION_FIX}"
-            )
+        self._require_admin_rights(call)
 
     def check_control_by_writing(self) -> None:
         """Verify that this process may set caps by re-writing the current cap through amdsmi (a write).
@@ -284,20 +259,18 @@ class AMDGPU(GPU):
 
     def supported_memory_frequencies(self) -> list[int]:
         """Supported memory clocks, MHz, highest first."""
-        return self._frequencies_mhz("supported_memory_frequencies()", self._amdsmi.AmdSmiClkType.MEM)
+        return self._frequencies_mhz("supported_memory_frequencies()", self._module.AmdSmiClkType.MEM)
 
     def supported_sm_frequencies(self, memory_mhz: int | None = None) -> list[int]:
         """Supported graphics (SM) clocks, MHz, highest first (amdsmi: the same at every memory clock)."""
         call = f"supported_sm_frequencies({memory_mhz})"
-        return self._frequencies_mhz(call, self._amdsmi.AmdSmiClkType.GFX)
+        return self._frequencies_mhz(call, self._module.AmdSmiClkType.GFX)
 
     def set_locked_sm_frequency(self, min_mhz: int, max_mhz: int | None = None) -> None:
         """Lock the SM clock into ``[min_mhz, max_mhz]``, MHz (``max_mhz`` defaults to ``min_mhz``)."""
-        upper = min_mhz if max_mhz is None else max_mhz
         call = f"set_locked_sm_frequency({min_mhz}, {max_mhz})"
-        if upper < min_mhz:
-            raise ZeusConfigError(f"{call} on GPU {self.index}: max_mhz must be >= min_mhz.")
-        self._call(call, "amdsmi_set_gpu_clk_range", int(min_mhz), int(upper), self._amdsmi.AmdSmiClkType.GFX)
+        lower, upper = self._clock_range(call, min_mhz, max_mhz)
+        self._call(call, "amdsmi_set_gpu_clk_range", lower, upper, self._module.AmdSmiClkType.GFX)
 
     def reset_locked_sm_frequency(self) -> None:
         """Unlock the graphics clock: its range goes back to every supported clock, lowest to highest."""
@@ -309,7 +282,7 @@ class AMDGPU(GPU):
             "amdsmi_set_gpu_clk_range",
             clocks[-1],
             clocks[0],
-            self._amdsmi.AmdSmiClkType.GFX,
+            self._module.AmdSmiClkType.GFX,
         )
 
     # -- energy and power -----------------------------------------------------------------------
@@ -332,7 +305,7 @@ class AMDGPU(GPU):
         """
         try:
             reading = self._read_energy(self._handle)
-        except self._amdsmi.AmdSmiException as e:
+        except self._module.AmdSmiException as e:
             raise _translate(e, f"GPU {self.index}: get_total_energy()") from e
         ticks = reading.get("energy_accumulator")
         if ticks is None:  # amdsmi before 6.2.1 called it "power"
@@ -350,11 +323,6 @@ class AMDGPU(GPU):
             f"GPU {self.index}: get_power(): amdsmi reports no socket power ({info})."
         )
 
-    def describe(self) -> str:
-        """One line, e.g. ``"GPU 0: AMD Instinct MI300X (HIP 2)"`` when visibility remaps it."""
-        remap = f" (HIP {self.hip_index})" if self.hip_index != self.index else ""
-        return f"GPU {self.index}: {self.name}{remap}"
-
 
 def probe_amd(environ: Mapping[str, str] | None = None) -> tuple[list[AMDGPU], Unavailable | None]:
     """The visible AMD GPUs, or ``[]`` and why there are none.
@@ -366,29 +334,15 @@ def probe_amd(environ: Mapping[str, str] | None = None) -> tuple[list[AMDGPU], U
     env = os.environ if environ is None else environ
     try:
         amdsmi = _amdsmi()
-    except _AmdUnavailable as e:
+    except VendorUnavailable as e:
         return [], e.why
     handles = _handles_by_hip_id(amdsmi)
     variable = "HIP_VISIBLE_DEVICES" if "HIP_VISIBLE_DEVICES" in env else "CUDA_VISIBLE_DEVICES"
-    spec = env.get(variable)
-    count = len(handles)
-    if spec is None:
-        hip_indices = sorted(handles)
-    else:
 
-        def uuids() -> list[str]:
-            return [AMDGPU(i, i).uuid for i in range(count)]
+    def uuids() -> list[str]:
+        return [AMDGPU(i, i).uuid for i in range(len(handles))]
 
-        hip_indices = parse_visible_devices(spec, count, uuids, variable)
-        if not hip_indices:
-            return [], Unavailable(
-                "AMD GPUs",
-                f"{variable}={spec!r} hides all {count} AMD GPU(s).",
-                f"unset {variable}, or list the GPUs to use (e.g. {variable}=0,1).",
-            )
-    if not hip_indices:
-        return [], Unavailable("AMD GPUs", "amdsmi is working but reports no GPUs.", "check `amd-smi list`.")
-    return [AMDGPU(i, h) for i, h in enumerate(hip_indices)], None
+    return select_visible(AMDSMI, variable, env, sorted(handles), uuids, AMDGPU)
 
 
 def amd_gpus(environ: Mapping[str, str] | None = None) -> list[AMDGPU]:
@@ -398,7 +352,4 @@ def amd_gpus(environ: Mapping[str, str] | None = None) -> list[AMDGPU]:
         ZeusConfigError: ``HIP_VISIBLE_DEVICES`` / ``CUDA_VISIBLE_DEVICES`` is malformed.
         ZeusDeviceNotFoundError: It names a GPU this machine lacks.
     """
-    gpus, why = probe_amd(environ)
-    if why is not None:
-        logger.info("No AMD GPUs: %s", why.describe())
-    return gpus
+    return found_or_logged(probe_amd(environ))

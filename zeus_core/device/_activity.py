@@ -28,6 +28,15 @@ class Activity(ABC):
 
     Attributes:
         description: What is followed, for reports (e.g. ``"this process used the CPU"``).
+
+    Example:
+        >>> from zeus_core.device import Activity
+        >>> class Fixed(Activity):
+        ...     description = "a fixed amount of work"
+        ...     def cpu_seconds(self):
+        ...         return 1.5
+        >>> Fixed().cpu_seconds()
+        1.5
     """
 
     description: str
@@ -38,7 +47,13 @@ class Activity(ABC):
 
 
 class ProcessActivity(Activity):
-    """This process's CPU time (every thread), from ``time.process_time``."""
+    """This process's CPU time (every thread), from ``time.process_time``.
+
+    Example:
+        >>> from zeus_core.device import ProcessActivity
+        >>> ProcessActivity().cpu_seconds() > 0
+        True
+    """
 
     description = "this process used the CPU"
 
@@ -61,6 +76,15 @@ class ChildProcessActivity(Activity):
 
     Args:
         pid: The child's process id, or ``None`` to :meth:`attach` it once started.
+
+    Example:
+        >>> import subprocess, sys
+        >>> from zeus_core.device import ChildProcessActivity
+        >>> activity = ChildProcessActivity()
+        >>> child = subprocess.Popen([sys.executable, "-c", "sum(range(10**6))"])
+        >>> activity.attach(child.pid); _ = child.wait()
+        >>> activity.cpu_seconds() >= 0.0
+        True
     """
 
     def __init__(self, pid: int | None = None) -> None:

@@ -5,7 +5,7 @@ A vendor is a module with a *probe*: a function that takes the environment (to r
 :class:`Unavailable` saying why it found none. Discovery asks each registered vendor in turn and
 keeps the first one that finds GPUs.
 
-Adding a vendor is one new module in ``zeus_core/device/`` (a :class:`~zeus_core.device.base.GPU`
+Adding a vendor is one new module in ``zeus_core/device/`` (a :class:`~zeus_core.device._base.GPU`
 subclass and its probe) and one :func:`register_gpu_vendor` line at the bottom of this module.
 A probe given as ``"module:function"`` is imported only when discovery first asks it, so
 registering costs no import of the vendor's library; code outside the package may register a
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 from zeus_core.exceptions import ZeusConfigError
 
 if TYPE_CHECKING:
-    from zeus_core.device.base import GPU
+    from zeus_core.device._base import GPU
 
 __all__ = [
     "Unavailable",
@@ -44,6 +44,11 @@ class Unavailable:
         what: The kind of device, e.g. ``"NVIDIA GPUs"`` or ``"CPU energy (RAPL)"``.
         reason: Why it is not used.
         fix: What the user can do about it (empty when nothing needs doing).
+
+    Example:
+        >>> from zeus_core.device import Unavailable
+        >>> Unavailable("AMD GPUs", "amdsmi is not installed.", "pip install amdsmi").describe()
+        'AMD GPUs: amdsmi is not installed. Fix: pip install amdsmi'
     """
 
     what: str
@@ -113,7 +118,7 @@ def register_gpu_vendor(name: str, probe: GpuProbe | str, *, before: str | None 
             reference, or ``before`` names no registered vendor.
 
     Example:
-        >>> from zeus_core.device.registry import gpu_vendors
+        >>> from zeus_core.device._registry import gpu_vendors
         >>> [v.name for v in gpu_vendors()]
         ['nvidia', 'amd']
     """
@@ -145,6 +150,11 @@ def unregister_gpu_vendor(name: str) -> None:
 
     Raises:
         ZeusConfigError: No vendor of that name is registered.
+
+    Example:
+        >>> from zeus_core.device import register_gpu_vendor, unregister_gpu_vendor
+        >>> register_gpu_vendor("acme", lambda environ: ([], None))
+        >>> unregister_gpu_vendor("acme")
     """
     for i, vendor in enumerate(_GPU_VENDORS):
         if vendor.name == name:
@@ -161,5 +171,5 @@ def gpu_vendors() -> list[GpuVendor]:
 
 
 # The vendors that ship with Zeus Suite, most common first: discovery keeps the first that finds GPUs.
-register_gpu_vendor("nvidia", "zeus_core.device.nvidia:probe_nvidia")
-register_gpu_vendor("amd", "zeus_core.device.amd:probe_amd")
+register_gpu_vendor("nvidia", "zeus_core.device._nvidia:probe_nvidia")
+register_gpu_vendor("amd", "zeus_core.device._amd:probe_amd")

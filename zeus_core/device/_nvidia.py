@@ -12,30 +12,26 @@ because NVML cannot meter MIG slices.
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from typing import TYPE_CHECKING, Any, Mapping
 
-from zeus_core.device import privileges
-from zeus_core.device.base import GPU, PowerLimitConstraints
-from zeus_core.device.registry import Unavailable
-from zeus_core.device.visibility import parse_visible_devices
-from zeus_core.exceptions import (
-    ZeusConfigError,
-    ZeusDeviceError,
-    ZeusDeviceNotFoundError,
-    ZeusError,
-    ZeusNotSupportedError,
-    ZeusPermissionError,
+from zeus_core.device._base import PowerLimitConstraints
+from zeus_core.device._registry import Unavailable
+from zeus_core.device._vendor import (
+    VendorGPU,
+    VendorLibrary,
+    VendorUnavailable,
+    found_or_logged,
+    select_visible,
 )
+from zeus_core.exceptions import ZeusConfigError, ZeusDeviceNotFoundError, ZeusNotSupportedError
 
 if TYPE_CHECKING:
     from types import ModuleType
 
 __all__ = ["NVIDIAGPU", "nvidia_gpus", "probe_nvidia", "PERMISSION_FIX"]
 
-logger = logging.getLogger(__name__)
 
 # NVML return codes (nvml.h; stable ABI, identical to pynvml.NVML_ERROR_*).
 _INVALID_ARGUMENT = 2
@@ -65,32 +61,37 @@ _init_lock = threading.Lock()
 _initialized: Any = None  # the pynvml module object that nvmlInit() succeeded on
 
 
-def _translate(err: Exception, call: str) -> ZeusError:
-    """The Zeus Suite exception for an NVML error raised by ``call`` (the one place this happens)."""
-    code = getattr(err, "value", None)
-    if code == _NO_PERMISSION:
-        return ZeusPermissionError(f"{call}: NVML refused ({err}). {PERMISSION_FIX}")
-    if code in (_NOT_SUPPORTED, _FUNCTION_NOT_FOUND):
-        return ZeusNotSupportedError(
-            f"{call}: this GPU or driver does not support it ({err}). Use a GPU/driver that does, "
-            "or avoid this feature (e.g. energy is then estimated from sampled power)."
-        )
-    if code in (_INVALID_ARGUMENT, _NOT_FOUND):
-        return ZeusConfigError(
-            f"{call}: NVML rejected the argument ({err}). Check the value against the "
-            "GPU's supported range (`zeus-suite env` shows it)."
-        )
-    if code in (_GPU_IS_LOST, _RESET_REQUIRED):
-        return ZeusDeviceError(
-            f"{call}: the GPU stopped responding ({err}). Reset it (`nvidia-smi -r`) "
-            "or reboot; check `dmesg` for Xid errors."
-        )
-    if code in (_DRIVER_NOT_LOADED, _LIBRARY_NOT_FOUND, _LIB_RM_VERSION_MISMATCH):
-        return ZeusDeviceError(
-            f"{call}: the NVIDIA driver is unusable ({err}). Install or reload the "
-            "driver until `nvidia-smi` works (after a driver update, reboot)."
-        )
-    return ZeusDeviceError(f"{call}: NVML failed ({err}).")
+NVML = VendorLibrary(
+    devices="NVIDIA GPUs",
+    health_check="nvidia-smi",
+    module="pynvml",
+    label="NVML",
+    package="nvidia-ml-py",
+    upgrade="Upgrade it: pip install -U nvidia-ml-py.",
+    error_class="NVMLError",
+    code_of=lambda err: getattr(err, "value", None),
+    permission_fix=PERMISSION_FIX,
+    no_permission=(_NO_PERMISSION,),
+    not_supported=(_NOT_SUPPORTED, _FUNCTION_NOT_FOUND),
+    bad_argument=(_INVALID_ARGUMENT, _NOT_FOUND),
+    not_supported_hint="Use a GPU/driver that does, or avoid this feature (e.g. energy is then estimated "
+    "from sampled power).",
+    index_label="NVML",
+    other=(
+        (
+            (_GPU_IS_LOST, _RESET_REQUIRED),
+            "the GPU stopped responding ({err}). Reset it (`nvidia-smi -r`) or reboot; check `dmesg` for "
+            "Xid errors.",
+        ),
+        (
+            (_DRIVER_NOT_LOADED, _LIBRARY_NOT_FOUND, _LIB_RM_VERSION_MISMATCH),
+            "the NVIDIA driver is unusable ({err}). Install or reload the driver until `nvidia-smi` works "
+            "(after a driver update, reboot).",
+        ),
+    ),
+)
+"""NVML's error codes and their fixes (see :class:`~zeus_core.device._vendor.VendorLibrary`)."""
+_translate = NVML.translate
 
 
 def _init_failure(err: Exception) -> Unavailable:
@@ -117,23 +118,17 @@ def _init_failure(err: Exception) -> Unavailable:
     return Unavailable("NVIDIA GPUs", f"NVML failed to initialise ({err}).", "check that `nvidia-smi` works.")
 
 
-class _NvmlUnavailable(ZeusDeviceError):
-    def __init__(self, why: Unavailable) -> None:
-        super().__init__(why.describe())
-        self.why = why
-
-
 def _nvml() -> ModuleType:
     """``pynvml``, initialised (once per module object).
 
     Raises:
-        _NvmlUnavailable: NVML is missing or failed to initialise (carries the reason and fix).
+        VendorUnavailable: NVML is missing or failed to initialise (carries the reason and fix).
     """
     global _initialized
     try:
         import pynvml
     except ImportError as e:
-        raise _NvmlUnavailable(
+        raise VendorUnavailable(
             Unavailable(
                 "NVIDIA GPUs", f"the NVML bindings are not installed ({e}).", "pip install nvidia-ml-py"
             )
@@ -145,12 +140,12 @@ def _nvml() -> ModuleType:
             try:
                 pynvml.nvmlInit()
             except pynvml.NVMLError as e:
-                raise _NvmlUnavailable(_init_failure(e)) from e
+                raise VendorUnavailable(_init_failure(e)) from e
             _initialized = pynvml
     return pynvml
 
 
-class NVIDIAGPU(GPU):
+class NVIDIAGPU(VendorGPU):
     """One NVIDIA GPU, read and controlled through NVML.
 
     Energy comes from NVML's hardware counter (Volta and newer); :attr:`has_energy_counter` says
@@ -167,7 +162,7 @@ class NVIDIAGPU(GPU):
         ZeusDeviceError: NVML is not available (no driver).
 
     Example:
-        >>> from zeus_core.device.nvidia import nvidia_gpus
+        >>> from zeus_core.device._nvidia import nvidia_gpus
         >>> gpu = nvidia_gpus()[0]  # doctest: +SKIP
         >>> gpu.name, gpu.power_limit_constraints()  # doctest: +SKIP
         ('NVIDIA A40', PowerLimitConstraints(min_w=100.0, max_w=300.0, default_w=300.0))
@@ -177,22 +172,22 @@ class NVIDIAGPU(GPU):
     """
 
     vendor = "nvidia"
+    library = NVML
 
     def __init__(self, index: int, nvml_index: int | None = None) -> None:
-        super().__init__(index)
-        self.nvml_index = index if nvml_index is None else nvml_index
+        nvml_index = index if nvml_index is None else nvml_index
         nvml = _nvml()
-        self._nvml = nvml
         try:
-            self._handle = nvml.nvmlDeviceGetHandleByIndex(self.nvml_index)
+            handle = nvml.nvmlDeviceGetHandleByIndex(nvml_index)
         except nvml.NVMLError as e:
             if getattr(e, "value", None) in (_INVALID_ARGUMENT, _NOT_FOUND):
                 raise ZeusDeviceNotFoundError(
-                    f"NVIDIAGPU({index}, nvml_index={self.nvml_index}): NVML has no such device "
+                    f"NVIDIAGPU({index}, nvml_index={nvml_index}): NVML has no such device "
                     f"({nvml.nvmlDeviceGetCount()} GPU(s) present). "
                     "Use nvidia_gpus() to get the visible GPUs."
                 ) from e
-            raise _translate(e, f"NVIDIAGPU({index}, nvml_index={self.nvml_index})") from e
+            raise _translate(e, f"NVIDIAGPU({index}, nvml_index={nvml_index})") from e
+        super().__init__(index, nvml_index, nvml, handle)
         # Bound once: on the measurement hot path, get_total_energy is one call away from pynvml.
         self._read_energy_mj = nvml.nvmlDeviceGetTotalEnergyConsumption
         self._name: str | None = None
@@ -200,21 +195,6 @@ class NVIDIAGPU(GPU):
         self._constraints: PowerLimitConstraints | None = None
         self._has_counter: bool | None = None
         self._instant_power_field: bool | None = None
-
-    # -- NVML access ----------------------------------------------------------------------------
-    def _call(self, call: str, function: str, *args: Any) -> Any:
-        """Call ``pynvml.<function>(handle, *args)``, translating NVML errors."""
-        nvml = self._nvml
-        fn = getattr(nvml, function, None)
-        if fn is None:
-            raise ZeusNotSupportedError(
-                f"GPU {self.index}: {call} needs pynvml.{function}, which this nvidia-ml-py lacks. "
-                "Upgrade it: pip install -U nvidia-ml-py."
-            )
-        try:
-            return fn(self._handle, *args)
-        except nvml.NVMLError as e:
-            raise _translate(e, f"GPU {self.index}: {call}") from e
 
     # -- identity -------------------------------------------------------------------------------
     @property
@@ -272,7 +252,7 @@ class NVIDIAGPU(GPU):
 
         NVML must report power management as enabled (where it answers) and a limit range wider
         than one value, and the process must hold
-        ``CAP_SYS_ADMIN`` (root): :func:`~zeus_core.device.privileges.has_admin_rights`.
+        ``CAP_SYS_ADMIN`` (root): :func:`~zeus_core.device._privileges.has_admin_rights`.
 
         Raises:
             ZeusPermissionError: No permission; the message says how to get it.
@@ -285,16 +265,13 @@ class NVIDIAGPU(GPU):
             mode = None
         c = self.power_limit_constraints()
         if (
-            mode is not None and mode != getattr(self._nvml, "NVML_FEATURE_ENABLED", 1)
+            mode is not None and mode != getattr(self._module, "NVML_FEATURE_ENABLED", 1)
         ) or c.max_w <= c.min_w:
             raise ZeusNotSupportedError(
                 f"GPU {self.index}: {call}: power management is disabled on this GPU, so its power limit "
                 "cannot be changed. Measure only, or use a GPU that supports power limits."
             )
-        if not privileges.has_admin_rights():
-            raise ZeusPermissionError(
-                f"GPU {self.index}: {call}: this process lacks admin rights. {PERMISSION_FIX}"
-            )
+        self._require_admin_rights(call)
 
     def check_control_by_writing(self) -> None:
         """Verify that this process may set limits by re-writing the current limit through NVML (a write).
@@ -326,11 +303,9 @@ class NVIDIAGPU(GPU):
 
     def set_locked_sm_frequency(self, min_mhz: int, max_mhz: int | None = None) -> None:
         """Lock the SM clock into ``[min_mhz, max_mhz]``, MHz (``max_mhz`` defaults to ``min_mhz``)."""
-        upper = min_mhz if max_mhz is None else max_mhz
         call = f"set_locked_sm_frequency({min_mhz}, {max_mhz})"
-        if upper < min_mhz:
-            raise ZeusConfigError(f"{call} on GPU {self.index}: max_mhz must be >= min_mhz.")
-        self._call(call, "nvmlDeviceSetGpuLockedClocks", int(min_mhz), int(upper))
+        lower, upper = self._clock_range(call, min_mhz, max_mhz)
+        self._call(call, "nvmlDeviceSetGpuLockedClocks", lower, upper)
 
     def reset_locked_sm_frequency(self) -> None:
         """Let the driver choose the SM clock again."""
@@ -366,7 +341,7 @@ class NVIDIAGPU(GPU):
         """
         try:
             return self._read_energy_mj(self._handle) / 1000.0
-        except self._nvml.NVMLError as e:
+        except self._module.NVMLError as e:
             raise _translate(e, f"GPU {self.index}: get_total_energy()") from e
 
     @property
@@ -404,7 +379,7 @@ class NVIDIAGPU(GPU):
         return self._call("get_power()", "nvmlDeviceGetPowerUsage") / 1000.0
 
     def _read_instant_power_mw(self) -> int | None:
-        nvml = self._nvml
+        nvml = self._module
         field_id = getattr(nvml, "NVML_FI_DEV_POWER_INSTANT", None)
         if field_id is None:
             return None
@@ -414,10 +389,10 @@ class NVIDIAGPU(GPU):
             return None
         return int(value.value.uiVal) if value.nvmlReturn == 0 else None
 
-    def describe(self) -> str:
-        """One line, e.g. ``"GPU 0: NVIDIA A40 (NVML 2)"`` when ``CUDA_VISIBLE_DEVICES`` remaps it."""
-        remap = f" (NVML {self.nvml_index})" if self.nvml_index != self.index else ""
-        return f"GPU {self.index}: {self.name}{remap}"
+    @property
+    def nvml_index(self) -> int:
+        """NVML's index of this GPU (differs from :attr:`index` when ``CUDA_VISIBLE_DEVICES`` remaps it)."""
+        return self.backend_index
 
 
 def probe_nvidia(environ: Mapping[str, str] | None = None) -> tuple[list[NVIDIAGPU], Unavailable | None]:
@@ -433,34 +408,21 @@ def probe_nvidia(environ: Mapping[str, str] | None = None) -> tuple[list[NVIDIAG
     env = os.environ if environ is None else environ
     try:
         nvml = _nvml()
-    except _NvmlUnavailable as e:
+    except VendorUnavailable as e:
         return [], e.why
     try:
         count = int(nvml.nvmlDeviceGetCount())
     except nvml.NVMLError as e:
         raise _translate(e, "nvidia_gpus()") from e
-    spec = env.get("CUDA_VISIBLE_DEVICES")
-    if spec is None:
-        nvml_indices = list(range(count))
-    else:
 
-        def uuids() -> list[str]:
-            out = []
-            for i in range(count):
-                u = nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i))
-                out.append(u.decode() if isinstance(u, bytes) else str(u))
-            return out
+    def uuids() -> list[str]:
+        out = []
+        for i in range(count):
+            u = nvml.nvmlDeviceGetUUID(nvml.nvmlDeviceGetHandleByIndex(i))
+            out.append(u.decode() if isinstance(u, bytes) else str(u))
+        return out
 
-        nvml_indices = parse_visible_devices(spec, count, uuids, "CUDA_VISIBLE_DEVICES")
-        if not nvml_indices:
-            return [], Unavailable(
-                "NVIDIA GPUs",
-                f"CUDA_VISIBLE_DEVICES={spec!r} hides all {count} NVIDIA GPU(s).",
-                "unset CUDA_VISIBLE_DEVICES, or list the GPUs to use (e.g. CUDA_VISIBLE_DEVICES=0,1).",
-            )
-    if not nvml_indices:
-        return [], Unavailable("NVIDIA GPUs", "NVML is working but reports no GPUs.", "check `nvidia-smi`.")
-    return [NVIDIAGPU(i, n) for i, n in enumerate(nvml_indices)], None
+    return select_visible(NVML, "CUDA_VISIBLE_DEVICES", env, range(count), uuids, NVIDIAGPU)
 
 
 def nvidia_gpus(environ: Mapping[str, str] | None = None) -> list[NVIDIAGPU]:
@@ -472,7 +434,4 @@ def nvidia_gpus(environ: Mapping[str, str] | None = None) -> list[NVIDIAGPU]:
         ZeusConfigError: ``CUDA_VISIBLE_DEVICES`` is malformed or names a MIG slice.
         ZeusDeviceNotFoundError: ``CUDA_VISIBLE_DEVICES`` names a GPU this machine lacks.
     """
-    gpus, why = probe_nvidia(environ)
-    if why is not None:
-        logger.info("No NVIDIA GPUs: %s", why.describe())
-    return gpus
+    return found_or_logged(probe_nvidia(environ))

@@ -18,6 +18,14 @@ def zeus_cost(energy_j: float, time_s: float, eta_knob: float, max_power_w: floa
         time_s: Time, s (e.g. time to accuracy, or per step).
         eta_knob: Weight of energy, in ``[0, 1]``.
         max_power_w: Power that converts time into energy, W.
+
+    Raises:
+        ZeusConfigError: ``eta_knob`` is outside ``[0, 1]``.
+
+    Example:
+        >>> from zeus_core import zeus_cost
+        >>> zeus_cost(energy_j=2000.0, time_s=10.0, eta_knob=0.5, max_power_w=300.0)
+        2500.0
     """
     if not 0.0 <= eta_knob <= 1.0:
         raise ZeusConfigError(f"zeus_cost: eta_knob={eta_knob} must be within [0, 1].")

@@ -30,7 +30,13 @@ wall_clock: Clock = time.time
 
 
 DeviceKind = Literal["gpu", "cpu"]
-"""The kinds of device: a GPU, or a CPU package (with its DRAM)."""
+"""The kinds of device: a GPU, or a CPU package (with its DRAM).
+
+Example:
+    >>> from zeus_core.testing import simulated_gpu
+    >>> simulated_gpu("a40").kind
+    'gpu'
+"""
 
 
 class Device(ABC):
@@ -40,6 +46,12 @@ class Device(ABC):
         index: The index the user sees (``cuda:<index>`` for GPUs, the package number for CPUs).
         kind: ``"gpu"`` or ``"cpu"`` (set by :class:`GPU` and :class:`CPU`).
         vendor: Who makes or backs it, e.g. ``"nvidia"``, ``"amd"``, ``"rapl"``, ``"simulated"``.
+
+    Example:
+        >>> from zeus_core.device import get_gpus
+        >>> for device in get_gpus({"ZEUS_SUITE_SIMULATE": "1"}):
+        ...     print(device.kind, device.vendor, device.simulated, device.has_energy_counter)
+        gpu simulated True True
     """
 
     kind: ClassVar[DeviceKind]
@@ -81,6 +93,11 @@ class PowerLimitConstraints:
         min_w: Lowest settable power limit, W.
         max_w: Highest settable power limit, W.
         default_w: The limit the GPU boots with, W.
+
+    Example:
+        >>> from zeus_core.testing import simulated_gpu
+        >>> simulated_gpu("h100").power_limit_constraints()
+        PowerLimitConstraints(min_w=200.0, max_w=700.0, default_w=700.0)
     """
 
     min_w: float
@@ -89,11 +106,18 @@ class PowerLimitConstraints:
 
 
 class GPU(Device):
-    """One GPU.
+    """One GPU: energy and power readings, power limit and SM clocks, in W, J and MHz.
 
     Attributes:
         index: The index the user sees (``cuda:<index>``).
         vendor: ``"nvidia"``, ``"amd"`` or ``"simulated"``.
+
+    Example:
+        >>> from zeus_core.testing import simulated_gpu
+        >>> gpu = simulated_gpu("a40")
+        >>> gpu.set_power_limit(250.0)
+        >>> gpu.get_power_limit(), gpu.supported_sm_frequencies()[0]
+        (250.0, 1740)
     """
 
     kind: ClassVar[DeviceKind] = "gpu"
@@ -213,6 +237,12 @@ class CpuEnergy:
     Attributes:
         cpu_j: Package energy, J.
         dram_j: DRAM energy, J, or ``None`` where the package has no DRAM domain.
+
+    Example:
+        >>> from zeus_core.device import CpuEnergy
+        >>> start, end = CpuEnergy(100.0, 20.0), CpuEnergy(160.0, 25.0)
+        >>> end.cpu_j - start.cpu_j, end.dram_j - start.dram_j
+        (60.0, 5.0)
     """
 
     cpu_j: float
@@ -223,6 +253,15 @@ class CPU(Device):
     """One CPU package (socket), with its DRAM where the platform meters it.
 
     CPU energy comes from cumulative counters (RAPL); there is no instantaneous power reading.
+
+    Example:
+        >>> from zeus_core.device import CPU, CpuEnergy
+        >>> class Package(CPU):  # what a backend such as RAPL implements
+        ...     name, has_dram = "package-0", True
+        ...     def get_energy(self):
+        ...         return CpuEnergy(cpu_j=81234.5, dram_j=9012.3)
+        >>> Package(0).describe(), Package(0).get_energy().cpu_j
+        ('CPU 0: package-0 + DRAM', 81234.5)
     """
 
     kind: ClassVar[DeviceKind] = "cpu"

@@ -5,7 +5,7 @@ or torch is not installed. "Rank" here always means the *global* rank.
 
 This module stands at the bottom of the package: it imports nothing from ``zeus_core``.
 :func:`reduce_measurement` takes any object shaped like a measurement window (:class:`WindowTotals`,
-which :class:`zeus_core.monitor.measurement.Measurement` satisfies).
+which :class:`zeus_core.monitor._measurement.Measurement` satisfies).
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def all_gather_object(obj: Any) -> list[Any]:
 class WindowTotals(Protocol):
     """What :func:`reduce_measurement` reads from one rank's measurement window.
 
-    :class:`zeus_core.monitor.measurement.Measurement` has these attributes; the protocol keeps
+    :class:`zeus_core.monitor._measurement.Measurement` has these attributes; the protocol keeps
     this low-level module from importing the monitor package above it.
     """
 
@@ -151,6 +151,12 @@ class JobMeasurement:
         num_ranks: Ranks that contributed.
         estimated: Whether any rank's GPU energy is an estimate from sampled power.
         simulated: Whether any rank measured a simulated device.
+
+    Example:
+        >>> from zeus_core import JobMeasurement
+        >>> job = JobMeasurement(10.0, gpu_energy=5000.0, cpu_energy=800.0, dram_energy=200.0, num_ranks=2)
+        >>> job.total_energy, job.average_power
+        (6000.0, 600.0)
     """
 
     time: float
@@ -180,6 +186,17 @@ def reduce_measurement(m: WindowTotals) -> JobMeasurement:
 
     Args:
         m: This rank's window, e.g. what ``ZeusMonitor.end_window`` returned.
+
+    Example:
+        >>> from zeus_core import ZeusMonitor, reduce_measurement
+        >>> from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
+        >>> clock = VirtualClock()
+        >>> gpu = SimulatedGPU(PhysicalModel.a40(), clock=clock, busy=True)
+        >>> monitor = ZeusMonitor(gpus=[gpu], cpu_indices=[])
+        >>> monitor.begin_window("epoch"); clock.advance(2.0)
+        >>> job = reduce_measurement(monitor.end_window("epoch"))  # a single process: itself
+        >>> job.num_ranks, job.gpu_energy, job.simulated
+        (1, 600.0, True)
     """
     sums = all_reduce(
         [

@@ -1,22 +1,8 @@
 """The background device reader: one thread per process samples every GPU a monitor measures.
 
-Real GPUs are slow to read and coarse: on an H100 one NVML energy read takes about 4 ms and the
-counter moves only every ~100 ms. Reading them on the training thread stalls it, and a window
-shorter than a few counter periods sees whole ticks or nothing. So :class:`ZeusMonitor` only
-takes timestamps; this thread samples each GPU's energy counter and instant power, and turns any
-timestamp ``t`` into the value the counter *would* have shown at ``t``, ``V(t)``, J:
-
-- the counter is exact at its refresh instants ("ticks"), which the reader locates between two
-  of its reads (energy reads are packed around the next expected tick);
-- inside a tick period, the period's exact counter delta is apportioned in proportion to the
-  instant power sampled in it: ``V(t) = C[k-1] + ΔC[k] · ∫[τ[k-1], t] p / ∫[τ[k-1], τ[k]] p``.
-
-A window's energy is ``V(end) - V(begin)``: exact counter deltas over the whole periods inside it,
-plus the power-weighted share of the periods at its edges. ``V(t)`` is known once the first tick
-after ``t`` has been seen, so a window is final at most about one counter period after it ends.
-
-Devices without instant power (``nvmlDeviceGetPowerUsage`` averaged over 1 s) apportion linearly
-in time; devices without a counter (before Volta) integrate the instant power (an estimate).
+Monitors only take timestamps; this thread reads each GPU's energy counter and instant power and
+turns any timestamp into the energy the counter would have shown then: exact counter deltas over
+whole refresh periods, apportioned by power at a window's edges. docs/measuring.md explains it.
 """
 
 from __future__ import annotations
@@ -31,7 +17,7 @@ import weakref
 from collections import deque
 from typing import Iterable, Sequence
 
-from zeus_core.device.base import GPU, wall_clock
+from zeus_core.device._base import GPU, wall_clock
 from zeus_core.exceptions import ZeusDeviceError, ZeusError
 
 __all__ = ["BackgroundReader", "GpuTrack", "Stamp", "PendingGpuEnergy", "shared_reader", "generation"]

@@ -1,14 +1,7 @@
 """Prometheus export of a ZeusMonitor's devices and windows: a pull endpoint and Pushgateway pushes.
 
-:class:`PrometheusExporter` publishes a :class:`~zeus_core.monitor.energy.ZeusMonitor`'s devices
-to Prometheus in two ways: a pull ``/metrics`` endpoint (:meth:`PrometheusExporter.serve`) whose
-values are read from the devices when Prometheus scrapes, with no background process or sampling
-thread, and a push to a Pushgateway (:meth:`PrometheusExporter.push`) for batch jobs that end
-before the next scrape. Finished measurement windows go into histograms
-(:meth:`PrometheusExporter.observe`, :meth:`PrometheusExporter.window`).
-
-``prometheus_client`` is imported only when an exporter is created
-(``pip install 'zeus-suite[prometheus]'``).
+Device values are read when Prometheus scrapes (no sampling thread); finished windows go into
+histograms. docs/measuring.md lists the metrics.
 """
 
 from __future__ import annotations
@@ -25,8 +18,8 @@ from zeus_core.exceptions import ZeusConfigError
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-    from zeus_core.monitor.energy import WindowHandle, ZeusMonitor
-    from zeus_core.monitor.measurement import Measurement
+    from zeus_core.monitor._energy import WindowHandle, ZeusMonitor
+    from zeus_core.monitor._measurement import Measurement
 
 __all__ = [
     "PrometheusExporter",
@@ -207,6 +200,12 @@ class MetricsServer:
         addr: The address it listens on.
         port: The TCP port it listens on (the one the OS picked when ``serve(port=0)``).
         url: ``http://<addr>:<port>/metrics``.
+
+    Example:
+        >>> from zeus_core import PrometheusExporter, ZeusMonitor
+        >>> with PrometheusExporter(ZeusMonitor(gpus=[], cpu_indices=[])).serve(0) as server:
+        ...     server.url.startswith("http://127.0.0.1:")
+        True
     """
 
     def __init__(self, httpd: Any, thread: threading.Thread, addr: str) -> None:
@@ -235,30 +234,11 @@ class MetricsServer:
 
 
 class PrometheusExporter:
-    """Exports a :class:`~zeus_core.monitor.energy.ZeusMonitor`'s devices and windows to Prometheus.
+    """Exports a :class:`~zeus_core.monitor.ZeusMonitor`'s devices and windows to Prometheus.
 
-    Unlike the published Zeus (push-only metrics fed by spawned processes), device values are read
-    when Prometheus scrapes :meth:`serve`'s endpoint, with no background process, thread or
-    sampling; :meth:`push` sends the same metrics to a Pushgateway for batch jobs.
-
-    Metrics that Zeus (``zeus.metric``) also publishes carry Zeus's names and ``window``/``index``
-    labels, so dashboards built for Zeus keep working; the others are prefixed with ``namespace``
-    (``zeus``). Every device sample carries ``simulated="true"|"false"``:
-
-    - ``zeus_gpu_energy_joules_total{gpu,name,simulated}``: GPU energy counter, J (GPUs without a
-      hardware counter have no sample: nothing is estimated at scrape time).
-    - ``power_monitor_gpu_power_watts{index,name,simulated}`` (Zeus's name): power draw when
-      scraped, W.
-    - ``zeus_gpu_power_limit_watts{gpu,name,simulated}``: power limit when scraped, W.
-    - ``zeus_cpu_energy_joules_total{cpu,name,simulated}`` and
-      ``zeus_dram_energy_joules_total{cpu,name,simulated}``: RAPL counters, J.
-    - ``zeus_read_errors_total{device,reading}``: readings that failed and were left out.
-    - ``energy_monitor_gpu_energy_joules{window,index,simulated,estimated}``,
-      ``energy_monitor_cpu_energy_joules{window,index,simulated}`` and
-      ``energy_monitor_dram_energy_joules{window,index,simulated}`` (histograms, J; Zeus's names;
-      ``estimated="true"`` for energy integrated from sampled power) and
-      ``zeus_window_time_seconds{window,simulated}`` (histogram, s): one observation per finished
-      window passed to :meth:`observe` or measured by :meth:`window`.
+    Device values are read when Prometheus scrapes :meth:`serve`'s endpoint (no background process,
+    thread or sampling); :meth:`push` sends the same metrics to a Pushgateway for batch jobs. Metrics
+    Zeus also publishes keep Zeus's names, so its dashboards keep working (docs/measuring.md lists them).
 
     Args:
         monitor: The monitor whose ``gpus`` and ``cpus`` are read at each scrape.
