@@ -62,7 +62,6 @@ class PhysicalGpuSpec:
     sweep_step_mhz: int
 
 
-#: Built-in GPU specs: ``"a100"`` (SXM4 40 GB: 210–1410 MHz, 400 W) and ``"a40"`` (210–1740 MHz, 300 W).
 PHYSICAL_GPUS: dict[str, PhysicalGpuSpec] = {
     "a100": PhysicalGpuSpec(
         model=PhysicalModel.a100(),
@@ -87,6 +86,12 @@ PHYSICAL_GPUS: dict[str, PhysicalGpuSpec] = {
         sweep_step_mhz=15,
     ),
 }
+"""Built-in GPU specs: ``"a100"`` (SXM4 40 GB: 210–1410 MHz, 400 W) and ``"a40"`` (210–1740 MHz, 300 W).
+
+Example:
+    >>> sorted(PHYSICAL_GPUS)
+    ['a100', 'a40']
+"""
 
 
 def stage_weights(
@@ -136,6 +141,11 @@ def physical_instruction_profile(
 
     Raises:
         ZeusConfigError: Unknown GPU name, or bad sizes.
+
+    Example:
+        >>> profile = physical_instruction_profile("a40", num_stages=2)
+        >>> profile.stages
+        [0, 1]
     """
     if isinstance(gpu, str):
         try:

@@ -440,14 +440,22 @@ def _check_sizes(call: str, num_stages: int, num_microbatches: int) -> None:
         )
 
 
-#: Schedule name (as on the command line) -> builder ``(num_stages, num_microbatches) -> schedule``;
-#: interleaved builders also take ``num_chunks``.
 SCHEDULES: dict[str, Callable[..., PipelineSchedule]] = {
     "1f1b": synchronous_1f1b,
     "gpipe": gpipe,
     "interleaved-1f1b": interleaved_1f1b,
     "zb-1f1b": zero_bubble_1f1b,
 }
+"""Schedule name (as on the command line) -> builder ``(num_stages, num_microbatches) -> schedule``.
+
+Interleaved builders also take ``num_chunks``.
+
+Example:
+    >>> sorted(SCHEDULES)
+    ['1f1b', 'gpipe', 'interleaved-1f1b', 'zb-1f1b']
+    >>> SCHEDULES["gpipe"](2, 3).num_stages
+    2
+"""
 _CHUNKED = {"interleaved-1f1b"}
 
 
