@@ -52,7 +52,7 @@ RESULT = ROOT / "benchmarks" / "results" / "daemon_latency.json"
 def serve(socket_path: str, journal: str) -> None:
     """The daemon side (``--serve``): on a fake A40 whose writes are allowed, as root's would be."""
     sys.modules["pynvml"] = FakeNVML([FakeGPUSpec.a40()], root=True)
-    from zeus_core.device import privileges
+    from zeus_core.device import _privileges as privileges
 
     privileges.has_admin_rights = lambda *a, **k: True  # the fake stands for the machine, root included
     from zeus_core._cli import main

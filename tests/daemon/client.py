@@ -71,7 +71,7 @@ def main(mode: str, args: list[str]) -> None:
     elif mode == "plo":
         _plo()
     elif mode == "perseus":
-        from zeus_core.optimizer.pipeline_frequency.controller import FrequencyController
+        from zeus_core.optimizer.pipeline_frequency.runtime import FrequencyController
 
         ctl = FrequencyController(_gpu())
         ctl.start()

@@ -91,7 +91,8 @@ def test_cpu_energy_and_power_as_zeusd_serves_them(daemon) -> None:
 
 
 def test_an_unprivileged_process_reads_rapl_through_the_daemon(daemon, monkeypatch) -> None:
-    from zeus_core.device import discovery, rapl
+    from zeus_core.device import _discovery as discovery
+    from zeus_core.device import _rapl as rapl
 
     def unreadable(sysfs_root: str, **_: object) -> list:
         raise ZeusPermissionError("RAPL counters are readable by root only (test)")

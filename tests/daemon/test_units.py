@@ -207,7 +207,7 @@ def test_a_daemon_gpu_pickles_without_its_connection() -> None:
 
 def test_control_groups_need_root(monkeypatch) -> None:
     from zeus_core.daemon._server import _check_privileges
-    from zeus_core.device import privileges
+    from zeus_core.device import _privileges as privileges
     from zeus_core.exceptions import ZeusPermissionError
 
     monkeypatch.setattr(privileges, "has_admin_rights", lambda *a: False)

@@ -17,7 +17,6 @@ MODULES = [
     f"{P}._schedule",
     f"{P}._profile",
     f"{P}._frequency_plan",
-    f"{P}.simulated_gpu",
     f"{P}.planner",
     f"{P}.planner._blocking_power",
     f"{P}.planner._cost_model",
