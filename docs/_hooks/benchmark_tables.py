@@ -260,10 +260,10 @@ def plo_replay(r: dict[str, Any]) -> str:
             "",
             "",
             "",
-            str(s["zeus_steps"]),
+            f"{s['zeus_steps']:,}",
             _num(s["zeus_extra_energy_j"], 0),
             "",
-            str(s["early_steps"]),
+            f"{s['early_steps']:,}",
             _num(s["early_extra_energy_j"], 0),
         ]
     )
@@ -537,7 +537,7 @@ def provenance(name: str, payload: dict[str, Any]) -> str:
         load_avg = machine.get("load_average")
         parts.append(
             f"{machine.get('system', '')}, {machine.get('cpus')} CPUs"
-            + (f", load average {load_avg:g}" if load_avg is not None else "")
+            + (f", load average {load_avg:.1f}" if load_avg is not None else "")
         )
     elif payload.get("torch"):
         parts.append(f"torch {payload['torch']}")
