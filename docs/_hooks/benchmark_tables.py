@@ -417,7 +417,9 @@ def perseus_planner(r: dict[str, Any]) -> str:
         else:
             lt_time, speed = _num(lt_s, 2), f"{lt_s / x['ours_s']:.1f}×"
         lt_e = x.get("lt_e_tmin")
-        delta = f"{100 * (x['ours_e_tmin'] / lt_e - 1):+.2f} %" if lt_e else "—"
+        delta = (
+            f"{100 * (x['ours_e_tmin'] / lt_e - 1) + 0.0:+.2f} %".replace("-0.00", "0.00") if lt_e else "—"
+        )
         lt_slow = x.get("lt_slow")
         rows.append(
             [
@@ -537,7 +539,7 @@ def provenance(name: str, payload: dict[str, Any]) -> str:
         load_avg = machine.get("load_average")
         parts.append(
             f"{machine.get('system', '')}, {machine.get('cpus')} CPUs"
-            + (f", load average {load_avg:.1f}" if load_avg is not None else "")
+            + (f", load average {load_avg:.1f} when it finished" if load_avg is not None else "")
         )
     elif payload.get("torch"):
         parts.append(f"torch {payload['torch']}")

@@ -26,11 +26,11 @@ log = logging.getLogger("mkdocs.hooks.generated")
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARK = re.compile(r"^<!-- benchmark: (?P<name>[\w.-]+) (?P<table>[\w-]+) -->$", re.M)
 CLI_HELP = re.compile(r"^<!-- cli-help: (?P<command>[\w-]+) -->$", re.M)
-ROLE = re.compile(r":(?:class|func|meth|mod|attr|data|exc|obj):(<code>)")
+ROLE = re.compile(r":(?:class|func|meth|mod|attr|data|exc|obj):(<code>)~?")
 
 
 def cli_help(command: str) -> str:
-    """``zeus-suite COMMAND --help`` as argparse formats it (80 columns)."""
+    """``zeus-suite COMMAND --help`` as argparse formats it (88 columns)."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from zeus_core import _cli
