@@ -293,8 +293,25 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the tables; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer windows (~20 s)")
+    parser.add_argument(
+        "--json", type=Path, default=None, metavar="PATH", help="also write the results as JSON"
+    )
     args = parser.parse_args(argv)
-    return report(run(args.quick))
+    figures = run(args.quick)
+    if args.json:
+        from _results import write_json  # benchmarks/_results.py, beside this script
+
+        errors = {
+            f"{w * 1000:g} ms": {
+                lib: {"windows": len(e), "median_pct": statistics.median(e), "worst_pct": max(e)}
+                for lib, e in figures["errors"][w].items()
+            }
+            for w in WINDOWS_S
+        }
+        steps = {name: {"wall_ms": ms, "cpu_ms": cpu} for name, (ms, cpu) in figures["steps"].items()}
+        results = {k: figures[k] for k in ("pair_ms", "reader_cpu", "rapl_us")}
+        write_json(args.json, __file__, argv, {**results, "errors": errors, "steps": steps})
+    return report(figures)
 
 
 if __name__ == "__main__":

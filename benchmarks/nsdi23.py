@@ -143,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run the published policy in our simulator only (no sim check; for many seeds)",
     )
+    parser.add_argument(
+        "--json", type=Path, default=None, metavar="PATH", help="also write the results as JSON"
+    )
     args = parser.parse_args(argv)
     try:
         import pandas as pd
@@ -253,6 +256,11 @@ def main(argv: list[str] | None = None) -> int:
                 "" if r["reference"] is None else f"{r['reference']:.1f}%",
             )
         console.print(ref)
+    if args.json:
+        from _results import write_json  # benchmarks/_results.py, beside this script
+
+        meta = {"seeds": seeds, "eta": eta, "beta": beta, "sim_check": not args.published_in_ours}
+        write_json(args.json, __file__, argv, {**meta, "simulated": True, "rows": rows})
     mean_ratio = _mean([r["ours"] / r["published"] for r in rows])
     console.print(
         f"ours <= published on {wins}/{len(rows)} (GPU, workload), {wins_noise_free}/{len(rows)} without the "

@@ -308,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lowtime-cap", type=float, default=600.0, help="max seconds per lowtime run")
     parser.add_argument("--no-lowtime", action="store_true", help="skip lowtime")
     parser.add_argument("--plots", type=Path, default=None, help="folder for frontier/timeline PNGs")
+    parser.add_argument(
+        "--json", type=Path, default=None, metavar="PATH", help="also write the results as JSON"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     if args.sizes:
@@ -321,6 +324,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     rows, ext = run_benchmark(gpus, sizes, args.unit_time, args.lowtime_cap, not args.no_lowtime, args.plots)
     print_tables(rows, args.lowtime_cap, ext)
+    if args.json:
+        from _results import write_json  # benchmarks/_results.py, beside this script
+
+        results = {
+            "unit_time_s": args.unit_time,
+            "lowtime_cap_s": args.lowtime_cap,
+            "simulated": True,
+            "rows": [{k: v for k, v in r.items() if k != "frontier"} for r in rows],
+            "extrinsic": [{"gpu": gpu, "S": s, "M": m, **e} for gpu, s, m, e in ext],
+        }
+        write_json(args.json, __file__, argv, results)
     ok = True
     for r in rows:
         if (

@@ -407,6 +407,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the profiles and the noise")
     parser.add_argument("--a40", type=Path, default=DATA, help="folder of measured A40 profile CSVs")
     parser.add_argument("--epochs", type=int, nargs="*", default=list(EPOCHS), help="epoch lengths, steps")
+    parser.add_argument(
+        "--json", type=Path, default=None, metavar="PATH", help="also write the results as JSON"
+    )
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)
     warnings.simplefilter("ignore")
@@ -420,6 +423,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(report(cases))
     measured = measured_workloads(args.a40) if args.a40.is_dir() else []
+    a40: list[Case] = []
     if measured:
         a40 = run_grid(measured, epochs=args.epochs, seed=args.seed)
         print(f"\nMeasured A40 profiles ({len(measured)}, {args.a40}):\n")
@@ -427,6 +431,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         print(f"\n(no measured profiles at {args.a40}; pass --a40 to check them)")
     print(f"\n({time.perf_counter() - start:.0f} s)")
+    if args.json:
+        from _results import write_json  # benchmarks/_results.py, beside this script
+
+        def groups(found: Sequence[Case]) -> list[dict[str, Any]]:
+            """The report's rows: all cases, then per selector, noise, epoch length and GPU."""
+            rows = [{"group": "all", "value": "all", **summarize(found)}] if found else []
+            for title in ("selector", "noise", "epoch", "gpu"):
+                for value in dict.fromkeys(getattr(c, title) for c in found):
+                    chosen = [c for c in found if getattr(c, title) == value]
+                    rows.append({"group": title, "value": str(value), **summarize(chosen)})
+            return rows
+
+        meta = {
+            "profiles": args.profiles,
+            "seed": args.seed,
+            "epochs": args.epochs,
+            "selectors": len(SELECTORS),
+            "noise_levels": len(NOISES),
+            "a40_profiles": len(measured),
+        }
+        write_json(
+            args.json, __file__, argv, {**meta, "generated": groups(cases), "measured_a40": groups(a40)}
+        )
     return 0
 
 

@@ -30,7 +30,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from zeus_core.data import path as data_path
 from zeus_core.monitor._energy import ZeusMonitor
@@ -271,6 +271,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=MIN_SAMPLE_S,
         help=f"shortest energy-counter sample, s (default {MIN_SAMPLE_S}; 0: one per step)",
     )
+    parser.add_argument(
+        "--json", type=Path, default=None, metavar="PATH", help="also write the results as JSON"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     if not profile_files(args.data):
@@ -279,6 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = time.perf_counter()
     cases = run_all(args.noise, args.seed, args.data, args.min_sample_s)
     s = summarize(cases)
+    table_summary, robustness = s, []
     print(
         f"Power-limit replay: simulated A40 GPUs, noise {args.noise:.0%} per step, seed {args.seed} "
         "(✗ = not within 1 % of the optimum's cost)\n"
@@ -302,12 +306,37 @@ def main(argv: Sequence[str] | None = None) -> int:
             s = summarize(
                 cases if seed == args.seed else run_all(args.noise, seed, args.data, args.min_sample_s)
             )
+            robustness.append({"seed": seed, **s})
             print(
                 f"{seed:>4} {s['energy_ratio']:>12.1%} {s['early_ok']:>5}/{s['cases']} "
                 f"{s['early_worst_excess']:>6.2%} {s['zeus_ok']:>4}/{s['cases']} "
                 f"{s['zeus_worst_excess']:>6.2%}"
             )
     print(f"\n({time.perf_counter() - start:.1f} s)")
+    if args.json:
+        from _results import write_json  # benchmarks/_results.py, beside this script
+
+        def run_json(r: Run) -> dict[str, Any]:
+            keys = ("chosen_w", "steps", "extra_energy_j", "extra_time_s", "ok")
+            return {k: getattr(r, k) for k in keys}
+
+        rows = [
+            {
+                "profile": c.profile,
+                "selector": c.selector,
+                "optimal_w": c.optimal_w,
+                "zeus": run_json(c.zeus),
+                "early": run_json(c.early),
+            }
+            for c in cases
+        ]
+        meta = {"noise": args.noise, "seed": args.seed, "simulated": True}
+        write_json(
+            args.json,
+            __file__,
+            argv,
+            {**meta, "summary": table_summary, "rows": rows, "robustness": robustness},
+        )
     return 0
 
 
