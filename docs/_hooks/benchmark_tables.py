@@ -22,7 +22,8 @@ RESULTS = ROOT / "benchmarks" / "results"
 
 #: Results files written before the scripts recorded their command: the command that writes them.
 KNOWN_COMMANDS = {
-    "h100_real_gpu_check": "python benchmarks/real_gpu_check.py (on a machine with an NVIDIA GPU)"
+    "h100_real_gpu_check": "python benchmarks/real_gpu_check.py (on a machine with an NVIDIA GPU)",
+    "daemon_latency": "python benchmarks/daemon_latency.py",
 }
 
 
@@ -499,6 +500,27 @@ def perseus_scale(r: dict[str, Any]) -> str:
     return table(headers, rows, [False, *[True] * 8])
 
 
+def daemon_latency(r: dict[str, Any]) -> str:
+    """A power-limit set through the daemon on the Unix socket against the same set made directly."""
+    labels = {
+        "direct": "direct (`set_power_limit`, root)",
+        "held": "through the daemon, lease already held (every set after a job's first)",
+        "open": "through the daemon, opening a lease (journal fsync)",
+        "close": "through the daemon, closing a lease (journal fsync)",
+    }
+    added = r.get("added_median_ms", {})
+    rows = [
+        [
+            labels.get(case, case),
+            _num(c["median_ms"], 3 if case == "direct" else 2, "ms"),
+            _num(c["p90_ms"], 3 if case == "direct" else 1, "ms"),
+            _num(added.get(case), 2, "ms") if case in added else "",
+        ]
+        for case, c in r["cases"].items()
+    ]
+    return table(["Set", "Median", "p90", "Added to a direct set (median)"], rows)
+
+
 TABLES: dict[str, dict[str, Callable[[dict[str, Any]], str]]] = {
     "measurement_accuracy": {"windows": accuracy_windows, "steps": accuracy_steps},
     "monitor_overhead": {"pairs": monitor_pairs},
@@ -514,6 +536,7 @@ TABLES: dict[str, dict[str, Callable[[dict[str, Any]], str]]] = {
     "nsdi23_seeds11-310": {"ratios": nsdi23_ratios},
     "perseus_planner": {"planner": perseus_planner, "extrinsic": perseus_extrinsic},
     "perseus_scale": {"scale": perseus_scale},
+    "daemon_latency": {"sets": daemon_latency},
 }
 
 
@@ -536,7 +559,7 @@ def provenance(name: str, payload: dict[str, Any]) -> str:
         parts.append(payload["generated"])
     machine = payload.get("machine") or {}
     if machine:
-        load_avg = machine.get("load_average")
+        load_avg = machine.get("load_average", machine.get("load_average_1m"))
         parts.append(
             f"{machine.get('system', '')}, {machine.get('cpus')} CPUs"
             + (f", load average {load_avg:.1f} when it finished" if load_avg is not None else "")
