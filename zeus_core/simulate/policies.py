@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from zeus_core.exceptions import ZeusConfigError
+from zeus_core.metric import zeus_cost
 from zeus_core.optimizer.batch_size.bandit import BatchSizeBandit, Observation
 from zeus_core.optimizer.batch_size.spec import JobSpec
 from zeus_core.simulate.traces import WorkloadTrace
@@ -113,8 +114,10 @@ class ZeusPolicy:
         beta_knob: float | None = 2.0,
         window_size: int = 0,
         num_pruning_rounds: int = JobSpec.num_pruning_rounds,
+        slack: float | None = JobSpec.slack,
     ) -> None:
         w = trace.workload
+        self._trace = trace
         self.spec = JobSpec(
             job_id=f"{w.name}@{trace.gpu}",
             batch_sizes=trace.batch_sizes,
@@ -128,15 +131,26 @@ class ZeusPolicy:
             num_pruning_rounds=num_pruning_rounds,
             max_power_w=trace.max_power_w,
             seed=seed,
+            slack=slack,
         )
         self.bandit = BatchSizeBandit(self.spec)
+        default = w.default_batch_size
+        at_max = trace.epochs[(default, max(trace.power_limits_for(default)))]
+        self._default_epoch_cost = zeus_cost(at_max.energy_j, at_max.time_s, eta_knob, trace.max_power_w)
 
     def choose(self, trial_number: int) -> Choice:
         """The bandit's batch size; JIT power limit."""
         return Choice(self.bandit.next_batch_size(trial_number), None)
 
     def observe(self, outcome: TrialOutcome) -> None:
-        """Feed the trial's cost, overhead and epochs to the bandit."""
+        """Feed the trial's cost, overhead and epochs to the bandit.
+
+        A converged trial of the default batch size also says what the same run would have cost
+        at the maximum power limit (the Default policy): the budget's measured reference.
+        """
+        reference = None
+        if outcome.converged and outcome.batch_size == self.spec.default_batch_size:
+            reference = outcome.epochs * self._default_epoch_cost
         self.bandit.observe(
             Observation(
                 outcome.batch_size,
@@ -144,6 +158,7 @@ class ZeusPolicy:
                 outcome.converged,
                 min(outcome.overhead_j, outcome.cost_j),
                 outcome.epochs,
+                reference,
             )
         )
 
