@@ -12,7 +12,13 @@ Example:
 
 from __future__ import annotations
 
-from zeus_core.simulate.nsdi23 import PolicySummary, WorkloadReport, run_nsdi23, run_workload
+from zeus_core.simulate.nsdi23 import (
+    PolicySummary,
+    WorkloadReport,
+    default_policies,
+    run_nsdi23,
+    run_workload,
+)
 from zeus_core.simulate.policies import (
     POLICIES,
     Choice,
@@ -24,6 +30,7 @@ from zeus_core.simulate.policies import (
     ZeusPolicy,
     make_policy,
 )
+from zeus_core.simulate.published import PublishedZeusPolicy, published_zeus_available
 from zeus_core.simulate.simulator import (
     SimulationResult,
     TrialRecord,
@@ -42,6 +49,7 @@ from zeus_core.simulate.traces import (
     load_nsdi23_traces,
     load_workload_trace,
 )
+from zeus_core.simulate.variants import generate_variant
 
 __all__ = [
     "Choice",
@@ -53,6 +61,7 @@ __all__ = [
     "POLICIES",
     "Policy",
     "PolicySummary",
+    "PublishedZeusPolicy",
     "SimulationResult",
     "TrialOutcome",
     "TrialRecord",
@@ -60,14 +69,17 @@ __all__ = [
     "WorkloadReport",
     "WorkloadTrace",
     "ZeusPolicy",
+    "default_policies",
     "default_trace_dir",
     "expected_fixed_cost",
+    "generate_variant",
     "jit_power_limit",
     "load_nsdi23_traces",
     "load_workload_trace",
     "make_policy",
     "noise_free_cost",
     "oracle",
+    "published_zeus_available",
     "run_nsdi23",
     "run_workload",
     "simulate",

@@ -1,4 +1,4 @@
-"""The Zeus NSDI'23 experiment: every workload under Zeus, Default and Grid Search, over seeds.
+"""The Zeus NSDI'23 experiment: every workload under ours, Zeus 0.16, Default and Grid Search, over seeds.
 
 For each workload of :data:`~zeus_core.simulate.traces.NSDI23_WORKLOADS` on one GPU's power trace,
 each policy is simulated for the paper's number of recurrences (or ``recurrences``) with each
@@ -19,11 +19,26 @@ from zeus_core.simulate.policies import make_policy
 from zeus_core.simulate.simulator import SimulationResult, oracle, simulate
 from zeus_core.simulate.traces import NSDI23_WORKLOADS, Workload, WorkloadTrace, load_nsdi23_traces
 
-__all__ = ["PolicySummary", "WorkloadReport", "run_nsdi23", "run_workload", "DEFAULT_POLICIES"]
+__all__ = [
+    "PolicySummary",
+    "WorkloadReport",
+    "run_nsdi23",
+    "run_workload",
+    "DEFAULT_POLICIES",
+    "default_policies",
+]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_POLICIES: tuple[str, ...] = ("default", "grid", "zeus")
+"""The policies every installation can run (``zeus`` is ours)."""
+
+
+def default_policies() -> tuple[str, ...]:
+    """:data:`DEFAULT_POLICIES`, plus the published ``zeus-0.16`` where ``zeus==0.16.0`` is installed."""
+    from zeus_core.simulate.published import published_zeus_available
+
+    return DEFAULT_POLICIES + (("zeus-0.16",) if published_zeus_available() else ())
 
 
 @dataclass(frozen=True)
@@ -74,6 +89,13 @@ class WorkloadReport:
         base = getattr(self.summaries[baseline], metric)
         return 1.0 - getattr(self.summaries[policy], metric) / base if base else 0.0
 
+    def seeds_costlier(self, policy: str, baseline: str = "default") -> int | None:
+        """On how many seeds ``policy``'s cumulative cost exceeded ``baseline``'s (None: not per seed)."""
+        mine, theirs = self.summaries[policy].per_seed_cost_j, self.summaries[baseline].per_seed_cost_j
+        if not mine or len(mine) != len(theirs):
+            return None
+        return sum(m > t for m, t in zip(mine, theirs))
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form (totals only), marked ``simulated``."""
         return {
@@ -93,6 +115,7 @@ class WorkloadReport:
                     "energy_reduction_vs_default": self.reduction(name, "energy_j"),
                     "time_reduction_vs_default": self.reduction(name, "time_s"),
                     "cost_reduction_vs_default": self.reduction(name, "cost_j"),
+                    "seeds_costlier_than_default": self.seeds_costlier(name),
                 }
                 for name, s in self.summaries.items()
             },
@@ -106,7 +129,7 @@ def run_workload(
     recurrences: int | None = None,
     eta_knob: float = 0.5,
     beta_knob: float | None = 2.0,
-    policies: Sequence[str] = DEFAULT_POLICIES,
+    policies: Sequence[str] | None = None,
 ) -> WorkloadReport:
     """Simulate one workload under each policy and seed, plus the oracle.
 
@@ -116,7 +139,7 @@ def run_workload(
         recurrences: Recurrences; default the paper's ``2 × |batch sizes| × |power limits|``.
         eta_knob: Weight of energy in the Zeus cost.
         beta_knob: Early-stop factor of Zeus and Grid Search (``None`` disables).
-        policies: Registered policy names.
+        policies: Registered policy names (default :func:`default_policies`).
 
     Returns:
         The workload's report.
@@ -127,7 +150,7 @@ def run_workload(
     report = WorkloadReport(
         trace.workload.name, trace.gpu, trace.workload.default_batch_size, n, tuple(seeds)
     )
-    for name in policies:
+    for name in default_policies() if policies is None else policies:
         runs = [
             simulate(
                 trace,
@@ -165,7 +188,7 @@ def run_nsdi23(
     eta_knob: float = 0.5,
     beta_knob: float | None = 2.0,
     workloads: Sequence[Workload] = NSDI23_WORKLOADS,
-    policies: Sequence[str] = DEFAULT_POLICIES,
+    policies: Sequence[str] | None = None,
 ) -> list[WorkloadReport]:
     """Run the paper's experiment on one GPU's traces (see :func:`run_workload` for the arguments).
 
@@ -178,7 +201,7 @@ def run_nsdi23(
         eta_knob: Weight of energy in the Zeus cost.
         beta_knob: Early-stop factor.
         workloads: Workloads to run.
-        policies: Policies to run.
+        policies: Policies to run (default :func:`default_policies`).
 
     Returns:
         One report per workload.

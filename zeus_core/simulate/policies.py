@@ -1,4 +1,4 @@
-"""Policies the trace-driven simulator compares: Zeus, Default, Grid Search (and fixed configurations).
+"""Policies the trace-driven simulator compares: ours, Zeus 0.16, Default, Grid Search, fixed ones.
 
 A policy picks the (batch size, power limit) of every trial and decides when a running trial stops.
 Returning ``None`` as the power limit asks for Zeus's just-in-time power-limit choice: the
@@ -10,6 +10,7 @@ Write your own by implementing :class:`Policy` and registering a factory in :dat
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
@@ -91,7 +92,11 @@ class Policy(Protocol):
 
 
 class ZeusPolicy:
-    """Zeus: the batch-size bandit across recurrences, JIT power limits within each trial.
+    """Ours: the suite's batch-size bandit across recurrences, JIT power limits within each trial.
+
+    The bandit is conservative as the service's is by default (``slack`` 0): its budget measures
+    the default with what each converged trial of the default batch size would have cost at the
+    maximum power limit (the Default policy), which the power profile of the first epoch gives.
 
     Args:
         trace: The workload.
@@ -102,6 +107,7 @@ class ZeusPolicy:
             the traces do not drift. The service's :class:`JobSpec` defaults to 10.
         num_pruning_rounds: Most pruning rounds (pruning ends early after a round every arm passes);
             :class:`JobSpec`'s default.
+        slack: The exploration budget's slack (:class:`JobSpec`'s default 0; ``None``: no budget).
     """
 
     name = "zeus"
@@ -271,17 +277,29 @@ class GridSearchPolicy:
 PolicyFactory = Callable[[WorkloadTrace, int, float, "float | None"], Policy]
 """Builds a policy from (trace, seed, eta_knob, beta_knob)."""
 
+
+def _published_zeus(trace: WorkloadTrace, seed: int, eta: float, beta: float | None) -> Policy:
+    from zeus_core.simulate.published import PublishedZeusPolicy
+
+    return PublishedZeusPolicy(trace, seed, math.inf if beta is None else beta)
+
+
 POLICIES: dict[str, PolicyFactory] = {
     "zeus": lambda trace, seed, eta, beta: ZeusPolicy(trace, seed, eta, beta),
     "default": lambda trace, seed, eta, beta: DefaultPolicy(trace),
     "grid": lambda trace, seed, eta, beta: GridSearchPolicy(trace, beta),
+    "zeus-0.16": _published_zeus,
 }
 
 
 def make_policy(
     name: str, trace: WorkloadTrace, seed: int, eta_knob: float = 0.5, beta_knob: float | None = 2.0
 ) -> Policy:
-    """Build a registered policy by name (``zeus``, ``default``, ``grid``).
+    """Build a registered policy by name.
+
+    ``zeus`` is ours (:class:`ZeusPolicy`: the suite's bandit, conservative by default),
+    ``zeus-0.16`` the published one (needs ``zeus==0.16.0``), ``default`` and ``grid`` the
+    paper's baselines.
 
     Raises:
         ZeusConfigError: ``name`` is not registered.
