@@ -195,6 +195,7 @@ class BatchSizeBandit:
             )
         self._round += 1
         self._round_results = {}
+        self._cache.clear()  # the posteriors cover the survivors
         if all_passed or self._round >= self._spec.num_pruning_rounds:
             self._phase = Phase.THOMPSON
         logger.debug(
@@ -367,13 +368,15 @@ class BatchSizeBandit:
         return self._predicted_cost(batch_size)
 
     def _predicted_cost(self, batch_size: int) -> float:
-        """An unexplored arm's cost as its explored neighbours suggest, J.
+        """An arm's cost as its explored neighbours suggest, J (an explored arm's: its posterior mean).
 
         On each side, the nearest explored arm's posterior mean; where cost rose from the next
         explored arm towards it, extrapolated along that rise (linearly in log cost against log
         batch size). The larger of the two sides. ``inf`` before any arm was played.
         """
         means = {b: q.mean for b, q in self.posteriors().items() if q.count > 0}
+        if batch_size in means:
+            return means[batch_size]
         if not means:
             return math.inf
         x = math.log2(batch_size)

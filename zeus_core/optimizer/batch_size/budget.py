@@ -75,18 +75,21 @@ class ExplorationBudget:
         return pessimistic_cost_j <= allowance + self.remaining_j
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe dict (``remaining_j`` is ``None`` without a budget)."""
-        remaining = self.remaining_j
+        """A JSON-safe dict (``None``: no budget for ``remaining_j``; a sum that overflowed)."""
         return {
-            "cost_j": self.cost_j,
-            "default_cost_j": self.default_cost_j,
+            "cost_j": _finite(self.cost_j),
+            "default_cost_j": _finite(self.default_cost_j),
             "measured_recurrences": self.measured_recurrences,
             "estimated_recurrences": self.estimated_recurrences,
-            "default_recurrence_cost_j": self.default_recurrence_cost_j,
+            "default_recurrence_cost_j": _finite(self.default_recurrence_cost_j),
             "slack": self.slack,
-            "uncharged_j": self.uncharged_j,
-            "remaining_j": remaining if math.isfinite(remaining) else None,
+            "uncharged_j": _finite(self.uncharged_j),
+            "remaining_j": _finite(self.remaining_j),
         }
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else float(value)
 
 
 def account(

@@ -5,10 +5,12 @@ Routes (JSON bodies; time in s, energy and cost in J):
 ======  ==========================================  ==================================================
 POST    ``/jobs``                                   register a job spec: 201 new, 200 identical, 409
                                                     conflicting (the message names the differing fields)
-GET     ``/jobs/{job_id}``                          spec, every trial, counts per status, bandit summary
+GET     ``/jobs/{job_id}``                          spec, every trial, counts per status, bandit summary,
+                                                    budget
+GET     ``/jobs/{job_id}/budget``                   cost so far against the default's, budget left
 DELETE  ``/jobs/{job_id}``                          drop a job and its history (204)
-POST    ``/jobs/{job_id}/trials``                   start a trial -> ``{trial_number, batch_size}`` (201);
-                                                    body ``{"request_id": ...}`` (optional) makes it
+POST    ``/jobs/{job_id}/trials``                   start a trial -> ``{trial_number, batch_size, budget}``
+                                                    (201); body ``{"request_id": ...}`` (optional) makes it
                                                     idempotent (200 with the same trial on a repeat)
 GET     ``/jobs/{job_id}/trials/{n}``               one trial with its epoch reports
 POST    ``/jobs/{job_id}/trials/{n}/epochs``        ``{epoch, time_s, energy_j, metric}`` (cumulative)
@@ -63,6 +65,7 @@ except ModuleNotFoundError as _err:  # pragma: no cover - depends on the environ
 
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.optimizer.batch_size.api_models import (
+    BudgetOut,
     EpochDecision,
     EpochReport,
     ErrorResponse,
@@ -339,6 +342,10 @@ def _add_routes(router: APIRouter, service: BatchSizeService) -> None:
     @router.get("/jobs/{job_id}", response_model=JobState)
     async def read_job(job_id: str) -> JobState:
         return await service.job_state(job_id)
+
+    @router.get("/jobs/{job_id}/budget", response_model=BudgetOut)
+    async def read_budget(job_id: str) -> BudgetOut:
+        return await service.job_budget(job_id)
 
     @router.delete("/jobs/{job_id}", status_code=204)
     async def delete_job(job_id: str) -> Response:
