@@ -6,7 +6,7 @@ For each GPU (A40, V100) and each of the paper's six workloads, over seeds 1-10:
   ``PruningGTSBatchSizeOptimizer`` and ``JITPowerLimitOptimizer``, exactly as the paper's artifact
   runs it (eta 0.5, beta 2).
 * **Ours**: ``zeus_core.simulate`` with :class:`~zeus_core.simulate.ZeusPolicy`: the suite's bandit
-  with its defaults, conservative exploration included (``slack`` 0).
+  with its defaults, conservative exploration included (``slack`` 0; ``--slack`` to change it).
 * **Default** (default batch size at the maximum power limit) and the **oracle** (best fixed
   configuration in hindsight, expected cost), from our simulator.
 * **Same, no luck**: ours/Zeus with each converged trial's epochs-to-target replaced by its batch
@@ -49,6 +49,7 @@ from rich.console import Console
 from rich.table import Table
 
 from zeus_core.metric import zeus_cost
+from zeus_core.optimizer.batch_size import JobSpec
 from zeus_core.simulate import (
     DefaultPolicy,
     PublishedZeusPolicy,
@@ -104,7 +105,10 @@ def _mean(xs: list[float]) -> float:
 
 
 def run_pair(
-    trace: WorkloadTrace, seeds: list[int], published: list[dict[str, float]] | None
+    trace: WorkloadTrace,
+    seeds: list[int],
+    published: list[dict[str, float]] | None,
+    slack: float | None = JobSpec.slack,
 ) -> dict[str, Any]:
     """One (GPU, workload) over the seeds; ``published`` = the published simulator's runs, if run.
 
@@ -113,7 +117,7 @@ def run_pair(
         the sim check (largest relative difference between the two simulators).
     """
     check = [simulate(trace, PublishedZeusPolicy(trace, s, BETA), seed=s) for s in seeds]
-    ours = [simulate(trace, ZeusPolicy(trace, s, ETA, BETA), seed=s) for s in seeds]
+    ours = [simulate(trace, ZeusPolicy(trace, s, ETA, BETA, slack=slack), seed=s) for s in seeds]
     default = [simulate(trace, DefaultPolicy(trace), seed=s) for s in seeds]
     zeus = published or [{"energy": c.energy_j, "time": c.time_s, "cost": c.cost_j} for c in check]
     _, _, (_, _, per_recurrence) = oracle(trace, ETA)
@@ -251,15 +255,18 @@ def print_summary(console: Console, s: dict[str, Any], what: str) -> None:
         console.print(f"  {'[green]met[/]' if ok else '[red]missed[/]'}: {name}")
 
 
-def _variant_row(args: tuple[int, list[int], str]) -> dict[str, Any]:
-    index, seeds, trace_dir = args
+def _variant_row(args: tuple[int, list[int], str, float | None]) -> dict[str, Any]:
+    index, seeds, trace_dir, slack = args
     traces = [t for gpu in ("a40", "v100") for t in load_nsdi23_traces(gpu, trace_dir)]
-    return figures(run_pair(generate_variant(traces[index % len(traces)], 1000 + index), seeds, None))
+    variant = generate_variant(traces[index % len(traces)], 1000 + index)
+    return figures(run_pair(variant, seeds, None, slack))
 
 
-def run_generated(count: int, seeds: list[int], trace_dir: Path, workers: int) -> list[dict[str, Any]]:
+def run_generated(
+    count: int, seeds: list[int], trace_dir: Path, workers: int, slack: float | None
+) -> list[dict[str, Any]]:
     """Variant ``i`` is ``generate_variant(trace i mod 12, seed 1000 + i)``, traces in GPU, workload order."""
-    jobs = [(i, seeds, str(trace_dir)) for i in range(count)]
+    jobs = [(i, seeds, str(trace_dir), slack) for i in range(count)]
     with ProcessPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(_variant_row, jobs))
 
@@ -280,6 +287,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--generated", type=int, default=0, metavar="N", help="also N generated variants")
     parser.add_argument("--generated-seeds", type=int, default=4, metavar="K", help="seeds 1..K per variant")
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument(
+        "--slack",
+        type=lambda text: None if text.lower() == "none" else float(text),
+        default=JobSpec.slack,
+        help="ours' exploration slack (default the JobSpec default, 0; 'none': no budget)",
+    )
     parser.add_argument("--json", type=Path, default=RESULTS, help=f"results file (default {RESULTS})")
     args = parser.parse_args(argv)
     try:
@@ -304,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
             published = None
             if not args.published_in_ours:
                 published = [run_published(trace, train_df, power_df, s, ETA, BETA) for s in seeds]
-            row = run_pair(trace, seeds, published)
+            row = run_pair(trace, seeds, published, args.slack)
             rows.append(figures(row))
             if published is not None and 1 in seeds:
                 i = seeds.index(1)
@@ -334,11 +347,12 @@ def main(argv: list[str] | None = None) -> int:
         "seeds": seeds,
         "eta_knob": ETA,
         "beta_knob": BETA,
+        "slack": args.slack,
         "measured": {"pairs": rows, "summary": measured},
     }
     if args.generated:
         gseeds = list(range(1, args.generated_seeds + 1))
-        generated = run_generated(args.generated, gseeds, Path(trace_dir), args.workers)
+        generated = run_generated(args.generated, gseeds, Path(trace_dir), args.workers, args.slack)
         gsummary = summarise(generated)
         worst = sorted(generated, key=lambda r: -r["ours_vs_default"])[:5]
         print_pairs(
