@@ -371,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
         }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=1))
-    console.print(f"results: {args.json}; {time.perf_counter() - started:.0f} s")
+    shown = os.path.relpath(args.json) if args.json.is_absolute() else args.json
+    console.print(f"results: {shown}; {time.perf_counter() - started:.0f} s")
     return 0 if all(measured["targets"].values()) else 1
 
 
