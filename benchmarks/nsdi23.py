@@ -62,7 +62,6 @@ from zeus_core.simulate import (
     oracle,
     simulate,
 )
-from zeus_core.simulate.published import legacy_job
 
 RESULTS = Path(__file__).resolve().parent / "results" / "nsdi23" / "benchmark.json"
 ETA, BETA = 0.5, 2.0
@@ -74,6 +73,13 @@ _REFERENCE_ETA_CUT = {
     "a40": (65.5, 12.0, 63.2, 58.8, 17.4, 14.0),
     "v100": (70.9, 14.4, 36.2, 62.6, 19.1, 19.2),
 }
+
+
+def _legacy_job(trace: WorkloadTrace) -> Any:
+    from zeus._legacy.job import Job
+
+    w = trace.workload
+    return Job(w.dataset, w.network, w.optimizer, w.target_metric, w.max_epochs, w.default_batch_size)
 
 
 def run_published(
@@ -94,7 +100,7 @@ def run_published(
     max_power = float(power_df.power_limit.max())
     with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        history = sim.simulate_one_job(legacy_job(trace), trace.num_recurrences(), beta, eta)
+        history = sim.simulate_one_job(_legacy_job(trace), trace.num_recurrences(), beta, eta)
     energy = sum(h.energy for h in history)
     time_s = sum(h.time for h in history)
     return {"energy": energy, "time": time_s, "cost": zeus_cost(energy, time_s, eta, max_power)}

@@ -50,9 +50,9 @@ _EXPORTS: dict[str, str] = {
     "MaxSlowdownConstraint": "zeus_core.optimizer.power_limit",
     "EarlyStopping": "zeus_core.optimizer.power_limit",
     # batch-size optimizer
-    "JobSpec": "zeus_core.optimizer.batch_size.spec",
-    "BatchSizeOptimizer": "zeus_core.optimizer.batch_size.client",
-    "BatchSizeBandit": "zeus_core.optimizer.batch_size.bandit",
+    "JobSpec": "zeus_core.optimizer.batch_size",
+    "BatchSizeOptimizer": "zeus_core.optimizer.batch_size",
+    "BatchSizeBandit": "zeus_core.optimizer.batch_size",
     # Perseus pipeline frequency planning
     "plan_frontier": "zeus_core.optimizer.pipeline_frequency",
     "InstructionProfile": "zeus_core.optimizer.pipeline_frequency",
@@ -110,9 +110,7 @@ if TYPE_CHECKING:  # real types for editors and type checkers; run time stays la
     from zeus_core.monitor.power import PowerMonitor
     from zeus_core.monitor.prometheus import MetricsServer, PrometheusExporter
     from zeus_core.monitor.training import TrainingTracker
-    from zeus_core.optimizer.batch_size.bandit import BatchSizeBandit
-    from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
-    from zeus_core.optimizer.batch_size.spec import JobSpec
+    from zeus_core.optimizer.batch_size import BatchSizeBandit, BatchSizeOptimizer, JobSpec
     from zeus_core.optimizer.pipeline_frequency import (
         FrequencyPlan,
         InstructionProfile,

@@ -31,9 +31,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "zeus_core.optimizer.pipeline_frequency.cli",
         "plan Perseus GPU frequencies for a pipeline-parallel iteration",
     ),
-    "bso-server": ("zeus_core.optimizer.batch_size.server_cli", "run the batch-size optimizer service"),
+    "bso-server": ("zeus_core.optimizer.batch_size._cli_bso_server", "run the batch-size optimizer service"),
     "reproduce": (
-        "zeus_core.simulate.reproduce",
+        "zeus_core.simulate._cli_reproduce",
         "reproduce a paper's results with the trace-driven simulator",
     ),
 }

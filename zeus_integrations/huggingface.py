@@ -40,7 +40,7 @@ from zeus_core import console, distributed
 from zeus_core.callback import TrainingProtocol
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.monitor.lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
-from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
+from zeus_core.optimizer.batch_size import BatchSizeOptimizer
 from zeus_core.optimizer.batch_size.trial_reporter import trial_reporter
 
 try:

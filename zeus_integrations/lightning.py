@@ -39,7 +39,7 @@ from zeus_core.callback import TrainingProtocol
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.monitor.lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
 from zeus_core.monitor.training import metric_key
-from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
+from zeus_core.optimizer.batch_size import BatchSizeOptimizer
 from zeus_core.optimizer.batch_size.trial_reporter import TrialReporter, trial_reporter
 
 __all__ = ["ZeusCallback"]

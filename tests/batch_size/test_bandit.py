@@ -10,7 +10,7 @@ import pytest
 
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.optimizer.batch_size import BatchSizeBandit, JobSpec, Observation, Phase
-from zeus_core.optimizer.batch_size.posterior import _SHRINK_PSEUDO_OBS
+from zeus_core.optimizer.batch_size._posterior import _SHRINK_PSEUDO_OBS
 
 SIZES = (8, 16, 32, 64, 128)
 

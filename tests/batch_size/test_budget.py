@@ -8,7 +8,7 @@ import random
 import pytest
 
 from zeus_core.optimizer.batch_size import BatchSizeBandit, JobSpec, Observation
-from zeus_core.optimizer.batch_size.budget import account
+from zeus_core.optimizer.batch_size._budget import account
 
 SIZES = (8, 16, 32, 64, 128)
 

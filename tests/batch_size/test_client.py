@@ -13,8 +13,8 @@ import pytest
 
 from tests.batch_size.server_harness import REPO_ROOT, ThreadServer, db_url, free_port, make_spec  # noqa: F401
 from zeus_core.exceptions import ZeusConfigError, ZeusPermissionError
-from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer, ZeusServerError
-from zeus_core.optimizer.batch_size.server import create_app
+from zeus_core.optimizer.batch_size._client import BatchSizeOptimizer, ZeusServerError
+from zeus_core.optimizer.batch_size._server import create_app
 
 SPEC = make_spec(max_epochs=5)
 TOKEN = "test-token-0123456789abcdef"

@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from tests.batch_size.server_harness import FakeClock, ThreadServer, clock, cost, db_url, make_spec  # noqa: F401
-from zeus_core.optimizer.batch_size.bandit import BatchSizeBandit, Observation
-from zeus_core.optimizer.batch_size.server import create_app
+from zeus_core.optimizer.batch_size._bandit import BatchSizeBandit, Observation
+from zeus_core.optimizer.batch_size._server import create_app
 
 SPEC = make_spec()
 

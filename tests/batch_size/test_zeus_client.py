@@ -19,7 +19,7 @@ import pytest
 
 from tests.batch_size.server_harness import ThreadServer
 from tests.fakes.fake_pynvml import FakeGPUSpec, FakeNVML
-from zeus_core.optimizer.batch_size.server import create_app
+from zeus_core.optimizer.batch_size._server import create_app
 
 pytest.importorskip("zeus.optimizer.batch_size.client", reason="needs zeus==0.16 (the published client)")
 

@@ -15,7 +15,7 @@ from zeus_core import data
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.optimizer.pipeline_frequency.physical_profiles import physical_instruction_profile
 from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
-from zeus_core.simulate.traces import default_trace_dir, load_nsdi23_traces
+from zeus_core.simulate._traces import default_trace_dir, load_nsdi23_traces
 
 
 def test_every_bundled_name_resolves_inside_the_package() -> None:

@@ -88,7 +88,7 @@ def test_bad_trace_folder_exits_2(tmp_path, capsys):
 
 def test_import_stays_light():
     code = (
-        "import sys, zeus_core.simulate, zeus_core.simulate.reproduce, zeus_core.optimizer.batch_size; "
+        "import sys, zeus_core.simulate, zeus_core.simulate._cli_reproduce, zeus_core.optimizer.batch_size; "
         "heavy = {'matplotlib', 'pandas', 'torch', 'fastapi', 'sqlalchemy'} & set(sys.modules); "
         "assert not heavy, heavy"
     )

@@ -14,8 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from zeus_core.optimizer.batch_size.observation import Observation
-from zeus_core.optimizer.batch_size.spec import JobSpec
+from zeus_core.optimizer.batch_size._observation import Observation
+from zeus_core.optimizer.batch_size._spec import JobSpec
 
 __all__ = ["ArmPosterior", "posteriors", "epochs_to_target"]
 

@@ -1,6 +1,6 @@
 """Request and response bodies of the batch-size optimizer service (pydantic 2).
 
-The job-spec body is generated from :class:`~zeus_core.optimizer.batch_size.spec.JobSpec`'s fields,
+The job-spec body is generated from :class:`~zeus_core.optimizer.batch_size._spec.JobSpec`'s fields,
 types and defaults, so the API and the dataclass cannot drift apart; unknown fields are rejected.
 Units: time in s, energy and cost in J.
 
@@ -20,10 +20,10 @@ try:
     from pydantic import BaseModel, ConfigDict, Field, create_model
 except ModuleNotFoundError as _err:  # pragma: no cover - depends on the environment
     raise ModuleNotFoundError(
-        f"zeus_core.optimizer.batch_size.api_models needs pydantic ({_err}); pip install 'zeus-suite[server]'"
+        f"the batch-size optimizer's service needs pydantic ({_err}); pip install 'zeus-suite[server]'"
     ) from _err
 
-from zeus_core.optimizer.batch_size.spec import MAX_INT, JobSpec
+from zeus_core.optimizer.batch_size._spec import MAX_INT, JobSpec
 
 __all__ = [
     "TrialStatus",

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.metric import zeus_cost
-from zeus_core.optimizer.batch_size.api_models import (
+from zeus_core.optimizer.batch_size._api_models import (
     BudgetOut,
     EpochDecision,
     EpochReport,
@@ -22,9 +22,9 @@ from zeus_core.optimizer.batch_size.api_models import (
     TrialOut,
     TrialStatus,
 )
-from zeus_core.optimizer.batch_size.bandit import BatchSizeBandit, Observation
-from zeus_core.optimizer.batch_size.db import EpochRow, JobRow, TrialRow
-from zeus_core.optimizer.batch_size.spec import JobSpec
+from zeus_core.optimizer.batch_size._bandit import BatchSizeBandit, Observation
+from zeus_core.optimizer.batch_size._db import EpochRow, JobRow, TrialRow
+from zeus_core.optimizer.batch_size._spec import JobSpec
 
 __all__ = [
     "ConflictError",

@@ -44,7 +44,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.batch_size.api_models import (
+from zeus_core.optimizer.batch_size._api_models import (
     BudgetOut,
     EpochDecision,
     EpochReport,
@@ -56,9 +56,9 @@ from zeus_core.optimizer.batch_size.api_models import (
     TrialResult,
     TrialStatus,
 )
-from zeus_core.optimizer.batch_size.bandit import BatchSizeBandit
-from zeus_core.optimizer.batch_size.db import Database, EpochRow, JobRow, TrialRow
-from zeus_core.optimizer.batch_size.records import (
+from zeus_core.optimizer.batch_size._bandit import BatchSizeBandit
+from zeus_core.optimizer.batch_size._db import Database, EpochRow, JobRow, TrialRow
+from zeus_core.optimizer.batch_size._records import (
     ENDED,
     ConflictError,
     InvalidReportError,
@@ -73,7 +73,7 @@ from zeus_core.optimizer.batch_size.records import (
     spec_of,
     trial_out,
 )
-from zeus_core.optimizer.batch_size.spec import JobSpec
+from zeus_core.optimizer.batch_size._spec import JobSpec
 
 __all__ = [
     "DEFAULT_TRIAL_TIMEOUT_S",

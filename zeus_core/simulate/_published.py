@@ -1,7 +1,7 @@
 """Zeus 0.16's published batch-size optimizer as a policy of our simulator (needs ``zeus==0.16.0``).
 
 ``zeus._legacy.policy.optimizer.PruningGTSBatchSizeOptimizer`` is what the paper's artifact runs.
-Behind our :class:`~zeus_core.simulate.policies.Policy` interface it makes exactly the choices it
+Behind our :class:`~zeus_core.simulate._policies.Policy` interface it makes exactly the choices it
 makes in the published simulator (``zeus._legacy.simulate``), and the two simulators draw the same
 runs for the same seed, so our simulator reproduces the published one's figures (checked to
 1e-15 by ``benchmarks/nsdi23.py``). ``zeus-suite reproduce nsdi23`` shows it as "Zeus 0.16" when
@@ -18,8 +18,8 @@ import warnings
 from typing import Any
 
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.simulate.policies import Choice, TrialOutcome
-from zeus_core.simulate.traces import WorkloadTrace
+from zeus_core.simulate._policies import Choice, TrialOutcome
+from zeus_core.simulate._traces import WorkloadTrace
 
 __all__ = ["PublishedZeusPolicy", "published_zeus_available", "legacy_job"]
 
@@ -53,6 +53,12 @@ class PublishedZeusPolicy:
 
     Raises:
         ZeusConfigError: ``zeus==0.16`` is not installed.
+
+    Example:
+        >>> from zeus_core.simulate import load_nsdi23_traces, simulate  # doctest: +SKIP
+        >>> trace = load_nsdi23_traces("v100")[4]                          # doctest: +SKIP
+        >>> simulate(trace, PublishedZeusPolicy(trace, seed=1), seed=1).policy  # doctest: +SKIP
+        'zeus-0.16'
     """
 
     name = "zeus-0.16"

@@ -32,7 +32,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from zeus_core.simulate.traces import EpochProfile, WorkloadTrace
+from zeus_core.simulate._traces import EpochProfile, WorkloadTrace
 
 __all__ = ["generate_variant"]
 
@@ -46,6 +46,12 @@ def generate_variant(trace: WorkloadTrace, seed: int) -> WorkloadTrace:
 
     Returns:
         The variant; its ``gpu`` is ``"<gpu>~<seed>"``.
+
+    Example:
+        >>> from zeus_core.simulate import load_nsdi23_traces
+        >>> variant = generate_variant(load_nsdi23_traces("a40")[0], seed=1001)
+        >>> variant.gpu, variant.workload.name
+        ('a40~1001', 'cifar100/shufflenetv2')
     """
     rng = np.random.default_rng(seed)
     sizes = trace.batch_sizes

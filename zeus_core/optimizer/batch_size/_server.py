@@ -21,7 +21,7 @@ POST    ``/jobs/{job_id}/trials/{n}/heartbeat``     the client is alive (the hea
 GET     ``/health``                                 liveness and schema version (no token needed)
 ======  ==========================================  ==================================================
 
-Zeus 0.16's routes are served too (see :mod:`~zeus_core.optimizer.batch_size.zeus_compat`), so
+Zeus 0.16's routes are served too (see :mod:`~zeus_core.optimizer.batch_size._zeus_compat`), so
 its published client works against this server.
 
 Errors are ``{"message": ..., "errors": [{"field", "problem"}]}``: 400 a body that cannot be
@@ -60,11 +60,11 @@ try:
     from starlette.exceptions import HTTPException
 except ModuleNotFoundError as _err:  # pragma: no cover - depends on the environment
     raise ModuleNotFoundError(
-        f"zeus_core.optimizer.batch_size.server needs FastAPI ({_err}); pip install 'zeus-suite[server]'"
+        f"the batch-size optimizer's service needs FastAPI ({_err}); pip install 'zeus-suite[server]'"
     ) from _err
 
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.batch_size.api_models import (
+from zeus_core.optimizer.batch_size._api_models import (
     BudgetOut,
     EpochDecision,
     EpochReport,
@@ -78,10 +78,10 @@ from zeus_core.optimizer.batch_size.api_models import (
     TrialRequest,
     TrialResult,
 )
-from zeus_core.optimizer.batch_size.auth import authorized, normalize_token
-from zeus_core.optimizer.batch_size.body_limit import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
-from zeus_core.optimizer.batch_size.db import Database
-from zeus_core.optimizer.batch_size.service import (
+from zeus_core.optimizer.batch_size._auth import authorized, normalize_token
+from zeus_core.optimizer.batch_size._body_limit import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
+from zeus_core.optimizer.batch_size._db import Database
+from zeus_core.optimizer.batch_size._service import (
     DEFAULT_HEARTBEAT_TIMEOUT_S,
     DEFAULT_TRIAL_TIMEOUT_S,
     BatchSizeService,
@@ -90,8 +90,8 @@ from zeus_core.optimizer.batch_size.service import (
     JobNotFoundError,
     TrialNotFoundError,
 )
-from zeus_core.optimizer.batch_size.spec import MAX_INT
-from zeus_core.optimizer.batch_size.zeus_compat import (
+from zeus_core.optimizer.batch_size._spec import MAX_INT
+from zeus_core.optimizer.batch_size._zeus_compat import (
     RegisterBody,
     ZeusRegisteredJob,
     add_zeus_routes,

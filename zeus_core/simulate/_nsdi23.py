@@ -1,6 +1,6 @@
 """The Zeus NSDI'23 experiment: every workload under ours, Zeus 0.16, Default and Grid Search, over seeds.
 
-For each workload of :data:`~zeus_core.simulate.traces.NSDI23_WORKLOADS` on one GPU's power trace,
+For each workload of :data:`~zeus_core.simulate._traces.NSDI23_WORKLOADS` on one GPU's power trace,
 each policy is simulated for the paper's number of recurrences (or ``recurrences``) with each
 seed; totals are averaged over seeds. The best fixed configuration in hindsight (the oracle) is
 reported as the expected cost per recurrence × recurrences. Everything here is simulated from
@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.simulate.policies import make_policy
-from zeus_core.simulate.simulator import SimulationResult, oracle, simulate
-from zeus_core.simulate.traces import NSDI23_WORKLOADS, Workload, WorkloadTrace, load_nsdi23_traces
+from zeus_core.simulate._policies import make_policy
+from zeus_core.simulate._simulator import SimulationResult, oracle, simulate
+from zeus_core.simulate._traces import NSDI23_WORKLOADS, Workload, WorkloadTrace, load_nsdi23_traces
 
 __all__ = [
     "PolicySummary",
@@ -36,7 +36,7 @@ DEFAULT_POLICIES: tuple[str, ...] = ("default", "grid", "zeus")
 
 def default_policies() -> tuple[str, ...]:
     """:data:`DEFAULT_POLICIES`, plus the published ``zeus-0.16`` where ``zeus==0.16.0`` is installed."""
-    from zeus_core.simulate.published import published_zeus_available
+    from zeus_core.simulate._published import published_zeus_available
 
     return DEFAULT_POLICIES + (("zeus-0.16",) if published_zeus_available() else ())
 
@@ -52,6 +52,10 @@ class PolicySummary:
         cost_j: Cumulative Zeus cost, J.
         per_seed_cost_j: Cumulative Zeus cost of each seed, J (empty for the oracle).
         note: Extra description (the oracle's configuration).
+
+    Example:
+        >>> PolicySummary("default", energy_j=1.0, time_s=2.0, cost_j=3.0).cost_j
+        3.0
     """
 
     policy: str
@@ -74,6 +78,13 @@ class WorkloadReport:
         seeds: Seeds simulated.
         summaries: Policy name -> totals (the oracle under ``"oracle"``).
         runs: Policy name -> the simulation of each seed (in ``seeds`` order).
+
+    Example:
+        >>> from zeus_core.simulate import load_nsdi23_traces
+        >>> trace = load_nsdi23_traces("v100")[4]
+        >>> report = run_workload(trace, [1], recurrences=5, policies=["default", "zeus"])
+        >>> sorted(report.summaries), report.seeds_costlier("zeus") in (0, 1)
+        (['default', 'oracle', 'zeus'], True)
     """
 
     workload: str
@@ -143,6 +154,12 @@ def run_workload(
 
     Returns:
         The workload's report.
+
+    Example:
+        >>> from zeus_core.simulate import load_nsdi23_traces
+        >>> report = run_workload(load_nsdi23_traces("v100")[4], [1, 2], recurrences=5, policies=["default"])
+        >>> report.summaries["default"].per_seed_cost_j != ()
+        True
     """
     if not seeds:
         raise ZeusConfigError("run_workload: seeds must not be empty; pass e.g. [1].")
@@ -205,6 +222,11 @@ def run_nsdi23(
 
     Returns:
         One report per workload.
+
+    Example:
+        >>> reports = run_nsdi23("v100", seeds=[1], recurrences=3, policies=["default"])
+        >>> [r.workload.split("/")[0] for r in reports][-2:]
+        ['squad', 'sentiment140']
     """
     traces = load_nsdi23_traces(gpu, trace_dir, power_trace, workloads)
     return [

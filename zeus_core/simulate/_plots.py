@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
-from zeus_core.simulate.nsdi23 import WorkloadReport
+from zeus_core.simulate._nsdi23 import WorkloadReport
 
 __all__ = ["plot_cumulative_cost", "plot_choices"]
 

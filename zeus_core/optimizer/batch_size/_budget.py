@@ -3,7 +3,7 @@
 A recurrence of a job is its trials up to the first that converged. The default is what the job
 did before the optimizer: its default batch size, as it ran then (in the simulator, at the
 maximum power limit). For a recurrence that the default batch size completed, the default's
-cost is measured: the trial's :attr:`~zeus_core.optimizer.batch_size.bandit.Observation.reference_cost`
+cost is measured: the trial's :attr:`~zeus_core.optimizer.batch_size._bandit.Observation.reference_cost`
 when given, else its recurring cost. For any other recurrence it is estimated: the mean of the
 measured ones. See docs/optimizers/batch-size.md.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
 if TYPE_CHECKING:
-    from zeus_core.optimizer.batch_size.bandit import Observation
+    from zeus_core.optimizer.batch_size._bandit import Observation
 
 __all__ = ["ExplorationBudget", "account"]
 

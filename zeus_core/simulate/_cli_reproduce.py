@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Sequence
 
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.simulate.nsdi23 import WorkloadReport, run_nsdi23
-from zeus_core.simulate.traces import NSDI23_WORKLOADS
+from zeus_core.simulate._nsdi23 import WorkloadReport, run_nsdi23
+from zeus_core.simulate._traces import NSDI23_WORKLOADS
 
 __all__ = ["add_arguments", "run", "format_table"]
 
@@ -159,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
     json_path.write_text(json.dumps([r.to_dict() for r in reports], indent=1))
     console.print(f"results: {json_path}")
     if not args.no_plots:
-        from zeus_core.simulate.plots import plot_choices, plot_cumulative_cost
+        from zeus_core.simulate._plots import plot_choices, plot_cumulative_cost
 
         for path in (
             plot_cumulative_cost(reports, out / f"nsdi23_{args.gpu}_cumulative_cost.png"),

@@ -50,9 +50,9 @@ from urllib.parse import quote
 
 from zeus_core import console, distributed
 from zeus_core.exceptions import ZeusConfigError, ZeusError, ZeusPermissionError
-from zeus_core.optimizer.batch_size.auth import normalize_token
-from zeus_core.optimizer.batch_size.heartbeat import HeartbeatSender
-from zeus_core.optimizer.batch_size.spec import JobSpec
+from zeus_core.optimizer.batch_size._auth import normalize_token
+from zeus_core.optimizer.batch_size._heartbeat import HeartbeatSender
+from zeus_core.optimizer.batch_size._spec import JobSpec
 
 __all__ = ["ZeusServerError", "BatchSizeOptimizer"]
 
@@ -62,7 +62,12 @@ _RETRY_STATUS = (502, 503, 504)
 
 
 class ZeusServerError(ZeusError, RuntimeError):
-    """The batch-size optimizer server could not be reached, or failed (5xx)."""
+    """The batch-size optimizer server could not be reached, or failed (5xx).
+
+    Example:
+        >>> issubclass(ZeusServerError, RuntimeError)
+        True
+    """
 
 
 class BatchSizeOptimizer:
@@ -88,6 +93,12 @@ class BatchSizeOptimizer:
 
     Raises:
         ZeusConfigError: A malformed ``server_url``, ``job_spec``, token or timing option.
+
+    Example:
+        >>> spec = JobSpec("job", (32, 64), 64, target_metric=0.9, max_power_w=300.0)
+        >>> bso = BatchSizeOptimizer("http://127.0.0.1:8000", spec)
+        >>> bso.trial_number is None, bso.last_budget is None
+        (True, True)
     """
 
     def __init__(

@@ -11,8 +11,8 @@ is described once, in docs/optimizers/batch-size.md; in short:
   that its explored neighbours predict to fail. When the round ends, arms costlier than
   ``beta_knob`` × the round's best are dropped.
 * **Thompson sampling** then samples the leader (lowest posterior mean), its neighbours and the
-  runner-up (:mod:`~zeus_core.optimizer.batch_size.posterior` models each arm's cost).
-* **The budget** (:mod:`~zeus_core.optimizer.batch_size.budget`): the default batch size is
+  runner-up (:mod:`~zeus_core.optimizer.batch_size._posterior` models each arm's cost).
+* **The budget** (:mod:`~zeus_core.optimizer.batch_size._budget`): the default batch size is
   measured first, and the first trial of each of its two neighbours is always allowed (nothing
   can be learnt without them). Any other trial is handed out only while the job's cumulative cost
   plus the trial's pessimistic cost stays within ``(1 + slack)`` × the default's; otherwise the
@@ -37,10 +37,10 @@ from enum import Enum
 from typing import Any, Sequence
 
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.batch_size.budget import ExplorationBudget, account
-from zeus_core.optimizer.batch_size.observation import Observation
-from zeus_core.optimizer.batch_size.posterior import ArmPosterior, posteriors
-from zeus_core.optimizer.batch_size.spec import JobSpec
+from zeus_core.optimizer.batch_size._budget import ExplorationBudget, account
+from zeus_core.optimizer.batch_size._observation import Observation
+from zeus_core.optimizer.batch_size._posterior import ArmPosterior, posteriors
+from zeus_core.optimizer.batch_size._spec import JobSpec
 
 __all__ = ["Observation", "Phase", "ArmPosterior", "BatchSizeBandit"]
 
@@ -54,7 +54,12 @@ _PATIENCE = 2
 
 
 class Phase(str, Enum):
-    """The bandit's phase (compares equal to its string value)."""
+    """The bandit's phase (compares equal to its string value).
+
+    Example:
+        >>> Phase.PRUNING == "pruning"
+        True
+    """
 
     PRUNING = "pruning"
     THOMPSON = "thompson"

@@ -3,7 +3,7 @@
 A policy picks the (batch size, power limit) of every trial and decides when a running trial stops.
 Returning ``None`` as the power limit asks for Zeus's just-in-time power-limit choice: the
 simulator profiles the power limits during the first epoch of a batch size's first trial and uses
-the cheapest one from then on (see :mod:`zeus_core.simulate.simulator`).
+the cheapest one from then on (see :mod:`zeus_core.simulate._simulator`).
 
 Write your own by implementing :class:`Policy` and registering a factory in :data:`POLICIES`.
 """
@@ -16,9 +16,8 @@ from typing import Callable, Protocol
 
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.metric import zeus_cost
-from zeus_core.optimizer.batch_size.bandit import BatchSizeBandit, Observation
-from zeus_core.optimizer.batch_size.spec import JobSpec
-from zeus_core.simulate.traces import WorkloadTrace
+from zeus_core.optimizer.batch_size import BatchSizeBandit, JobSpec, Observation
+from zeus_core.simulate._traces import WorkloadTrace
 
 __all__ = [
     "Choice",
@@ -41,6 +40,10 @@ class Choice:
     Attributes:
         batch_size: Batch size.
         power_limit_w: Power limit, W; ``None`` = just-in-time profiling picks it.
+
+    Example:
+        >>> Choice(64, None).power_limit_w is None
+        True
     """
 
     batch_size: int
@@ -58,6 +61,10 @@ class TrialOutcome:
         converged: Whether it reached the target.
         overhead_j: One-time part of ``cost_j`` (power-limit profiling beyond a normal epoch), J.
         epochs: Epochs the trial ran.
+
+    Example:
+        >>> TrialOutcome(32, 250, cost_j=1000.0, converged=True).epochs
+        0
     """
 
     batch_size: int
@@ -69,7 +76,23 @@ class TrialOutcome:
 
 
 class Policy(Protocol):
-    """A knob-choosing policy for one recurring job."""
+    """A knob-choosing policy for one recurring job.
+
+    Example:
+        A policy that always plays batch size 32 at a just-in-time power limit::
+
+            class Always32:
+                name = "always-32"
+
+                def choose(self, trial_number: int) -> Choice:
+                    return Choice(32, None)
+
+                def observe(self, outcome: TrialOutcome) -> None:
+                    pass
+
+                def should_stop(self, cost_so_far, epoch, next_epoch_cost) -> bool:
+                    return False
+    """
 
     name: str
 
@@ -108,6 +131,12 @@ class ZeusPolicy:
         num_pruning_rounds: Most pruning rounds (pruning ends early after a round every arm passes);
             :class:`JobSpec`'s default.
         slack: The exploration budget's slack (:class:`JobSpec`'s default 0; ``None``: no budget).
+
+    Example:
+        >>> from zeus_core.simulate import load_nsdi23_traces
+        >>> trace = load_nsdi23_traces("v100")[4]  # squad, default batch size 32
+        >>> ZeusPolicy(trace, seed=1).choose(1).batch_size  # the default is measured first
+        32
     """
 
     name = "zeus"
@@ -180,6 +209,11 @@ class FixedPolicy:
         trace: The workload.
         batch_size: Batch size.
         power_limit_w: Power limit, W.
+
+    Example:
+        >>> from zeus_core.simulate import load_nsdi23_traces
+        >>> FixedPolicy(load_nsdi23_traces("v100")[4], 16, 200).choose(7)
+        Choice(batch_size=16, power_limit_w=200)
     """
 
     name = "fixed"
@@ -205,7 +239,13 @@ class FixedPolicy:
 
 
 class DefaultPolicy(FixedPolicy):
-    """The user's default batch size at the maximum power limit, every time."""
+    """The user's default batch size at the maximum power limit, every time.
+
+    Example:
+        >>> from zeus_core.simulate import load_nsdi23_traces
+        >>> DefaultPolicy(load_nsdi23_traces("v100")[4]).choose(1)
+        Choice(batch_size=32, power_limit_w=250)
+    """
 
     name = "default"
 
@@ -225,6 +265,11 @@ class GridSearchPolicy:
     Args:
         trace: The workload.
         beta_knob: Early-stop factor (``None`` disables it).
+
+    Example:
+        >>> from zeus_core.simulate import load_nsdi23_traces
+        >>> GridSearchPolicy(load_nsdi23_traces("v100")[4]).choose(1)  # the default first, top limit first
+        Choice(batch_size=32, power_limit_w=250)
     """
 
     name = "grid"
@@ -279,7 +324,7 @@ PolicyFactory = Callable[[WorkloadTrace, int, float, "float | None"], Policy]
 
 
 def _published_zeus(trace: WorkloadTrace, seed: int, eta: float, beta: float | None) -> Policy:
-    from zeus_core.simulate.published import PublishedZeusPolicy
+    from zeus_core.simulate._published import PublishedZeusPolicy
 
     return PublishedZeusPolicy(trace, seed, math.inf if beta is None else beta)
 
@@ -303,6 +348,11 @@ def make_policy(
 
     Raises:
         ZeusConfigError: ``name`` is not registered.
+
+    Example:
+        >>> from zeus_core.simulate import load_nsdi23_traces
+        >>> make_policy("default", load_nsdi23_traces("v100")[4], seed=1).name
+        'default'
     """
     try:
         factory = POLICIES[name]
