@@ -45,9 +45,9 @@ from zeus_core.monitor import WindowHandle as WindowHandle
 from zeus_core.monitor import ZeusMonitor as ZeusMonitor
 
 # batch-size optimizer
-from zeus_core.optimizer.batch_size.bandit import BatchSizeBandit as BatchSizeBandit
-from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer as BatchSizeOptimizer
-from zeus_core.optimizer.batch_size.spec import JobSpec as JobSpec
+from zeus_core.optimizer.batch_size import BatchSizeBandit as BatchSizeBandit
+from zeus_core.optimizer.batch_size import BatchSizeOptimizer as BatchSizeOptimizer
+from zeus_core.optimizer.batch_size import JobSpec as JobSpec
 
 # Perseus pipeline frequency planning
 from zeus_core.optimizer.pipeline_frequency import FrequencyPlan as FrequencyPlan

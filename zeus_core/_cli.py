@@ -35,9 +35,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "zeus_core.daemon._cli_daemon",
         "serve Zeus's zeusd API as root, with leases: normal users change GPU settings, restored after",
     ),
-    "bso-server": ("zeus_core.optimizer.batch_size.server_cli", "run the batch-size optimizer service"),
+    "bso-server": ("zeus_core.optimizer.batch_size._cli_bso_server", "run the batch-size optimizer service"),
     "reproduce": (
-        "zeus_core.simulate.reproduce",
+        "zeus_core.simulate._cli_reproduce",
         "reproduce a paper's results with the trace-driven simulator",
     ),
 }

@@ -223,7 +223,6 @@ def test_every_device_module_imports_first_in_a_fresh_interpreter() -> None:
 LONG_FILES_PENDING = {
     "zeus_core/optimizer/power_limit/optimizer.py": "plo (issue 28)",
     "zeus_core/optimizer/power_limit/measurement.py": "plo (issue 28)",
-    "zeus_core/optimizer/batch_size/service.py": "bso (issue 32)",
 }
 # Installed modules that still patch torch, pending their move out of the packages (issue 27).
 TORCH_PATCHES_PENDING: dict[str, str] = {}

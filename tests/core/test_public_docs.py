@@ -18,8 +18,6 @@ from tests.core.public_api import PublicName, docstring_of, public_names
 # change; the lead removes each line when it lands.
 PENDING = {
     "zeus_core.optimizer.power_limit": "plo (issue 28)",
-    "zeus_core.optimizer.batch_size": "bso (issue 32)",
-    "zeus_core.simulate": "bso (issue 32)",
 }
 
 

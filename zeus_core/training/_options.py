@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence, TypedDict, Union
 
 from zeus_core.callback import TrainingProtocol
 from zeus_core.monitor._energy import ZeusMonitor
-from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
+from zeus_core.optimizer.batch_size._client import BatchSizeOptimizer
 
 __all__ = ["ZeusOptimizers", "TrainingOptions", "TrialOptions", "check_options"]
 

@@ -19,7 +19,7 @@ from typing import Any, Mapping
 
 from zeus_core import _distributed as distributed
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
+from zeus_core.optimizer.batch_size._client import BatchSizeOptimizer
 
 __all__ = ["TrialReporter", "trial_reporter"]
 

@@ -5,6 +5,11 @@ batch size of a new trial, reports cumulative time (s) and energy (J) after each
 answers whether to stop), and reports the trial's result. Every call is safe to retry (a new trial
 carries a request id), so transient network errors are retried with a back-off.
 
+What it did: each trial's start prints (on rank zero, through :mod:`zeus_core.console`) the
+batch size and where the job stands against its default: the cumulative cost so far, the
+default's over the same recurrences (measured or estimated) and the exploration budget left;
+:attr:`BatchSizeOptimizer.last_budget` holds it, :meth:`BatchSizeOptimizer.budget` asks again.
+
 Heartbeats: while a trial runs, the client posts a heartbeat every third of the server's
 heartbeat timeout from a background thread (``heartbeat=False`` turns that off; then only the
 server's much longer trial timeout applies). So a trial whose process died is closed after the
@@ -44,10 +49,11 @@ from typing import Any, Callable, Mapping
 from urllib.parse import quote
 
 from zeus_core import _distributed as distributed
+from zeus_core import console
 from zeus_core.exceptions import ZeusConfigError, ZeusError, ZeusPermissionError
-from zeus_core.optimizer.batch_size.auth import normalize_token
-from zeus_core.optimizer.batch_size.heartbeat import HeartbeatSender
-from zeus_core.optimizer.batch_size.spec import JobSpec
+from zeus_core.optimizer.batch_size._auth import normalize_token
+from zeus_core.optimizer.batch_size._heartbeat import HeartbeatSender
+from zeus_core.optimizer.batch_size._spec import JobSpec
 
 __all__ = ["ZeusServerError", "BatchSizeOptimizer"]
 
@@ -57,7 +63,12 @@ _RETRY_STATUS = (502, 503, 504)
 
 
 class ZeusServerError(ZeusError, RuntimeError):
-    """The batch-size optimizer server could not be reached, or failed (5xx)."""
+    """The batch-size optimizer server could not be reached, or failed (5xx).
+
+    Example:
+        >>> issubclass(ZeusServerError, RuntimeError)
+        True
+    """
 
 
 class BatchSizeOptimizer:
@@ -78,9 +89,17 @@ class BatchSizeOptimizer:
         stop_reason: Why the server last said to stop (``early_stop``, ``max_epochs``,
             ``target_reached``, ``trial_ended``), or ``None``.
         last_result: The stored trial returned by the last :meth:`report`.
+        last_budget: The job's cost against its default's when the current trial was handed out
+            (``cost_j``, ``default_cost_j``, ``remaining_j``, ... in J; see :meth:`budget`).
 
     Raises:
         ZeusConfigError: A malformed ``server_url``, ``job_spec``, token or timing option.
+
+    Example:
+        >>> spec = JobSpec("job", (32, 64), 64, target_metric=0.9, max_power_w=300.0)
+        >>> bso = BatchSizeOptimizer("http://127.0.0.1:8000", spec)
+        >>> bso.trial_number is None, bso.last_budget is None
+        (True, True)
     """
 
     def __init__(
@@ -127,6 +146,7 @@ class BatchSizeOptimizer:
         self.batch_size: int | None = None
         self.stop_reason: str | None = None
         self.last_result: dict[str, Any] | None = None
+        self.last_budget: dict[str, Any] | None = None
 
     # ------------------------------------------------------------ the API
     def register(self) -> bool:
@@ -155,13 +175,11 @@ class BatchSizeOptimizer:
         trial = self._on_rank_zero(lambda: self._post("get_batch_size", f"{self._job_path}/trials", body))
         self.trial_number, self.batch_size = int(trial["trial_number"]), int(trial["batch_size"])
         self._running, self.stop_reason, self.last_result = True, None, None
+        self.last_budget = trial.get("budget")
         self._start_heartbeat(trial.get("heartbeat_timeout_s"))
-        logger.info(
-            "%s trial %d: batch size %d (%s)",
-            self.job_spec.job_id,
-            self.trial_number,
-            self.batch_size,
-            trial.get("phase"),
+        console.info(
+            f"batch-size optimizer: {self.job_spec.job_id} trial {self.trial_number}: batch size "
+            f"{self.batch_size} ({trial.get('phase')}){_describe(self.last_budget)}"
         )
         return self.batch_size
 
@@ -233,8 +251,24 @@ class BatchSizeOptimizer:
         self._running, self.batch_size = False, None
 
     def job_state(self) -> dict[str, Any]:
-        """The job's spec, trials and bandit summary as the server sees them."""
+        """The job's spec, trials, bandit summary and budget as the server sees them."""
         return self._on_rank_zero(lambda: self._send("job_state", "GET", self._job_path, None))
+
+    def budget(self) -> dict[str, Any]:
+        """Where the job stands against its default, J (``GET /jobs/{job_id}/budget``).
+
+        Returns:
+            ``cost_j`` (cumulative cost of the finished trials), ``default_cost_j`` (the default's
+            over the same recurrences: ``measured_recurrences`` measured, ``estimated_recurrences``
+            at ``default_recurrence_cost_j`` each), ``slack``, ``uncharged_j`` and ``remaining_j``
+            (what exploration may still cost; ``None`` without a budget).
+
+        Example:
+            >>> bso.budget()["remaining_j"]  # doctest: +SKIP
+            1532.5
+        """
+        path = f"{self._job_path}/budget"
+        return self._on_rank_zero(lambda: self._send("budget", "GET", path, None))
 
     def close(self) -> None:
         """Stop heartbeats and close the HTTP connection pool (the trial is left as it is)."""
@@ -351,6 +385,17 @@ class BatchSizeOptimizer:
         if code < 500:
             raise ZeusConfigError(f"{where}: {message}")
         raise ZeusServerError(f"{where}: {message}")
+
+
+def _describe(budget: Mapping[str, Any] | None) -> str:
+    """``; cost so far ... J against the default's ... J, exploration budget left ... J``, or ``""``."""
+    if not budget or budget.get("cost_j") is None or budget.get("default_cost_j") is None:
+        return ""
+    text = f"; cost so far {budget['cost_j']:,.0f} J against the default's {budget['default_cost_j']:,.0f} J"
+    if budget.get("slack") is None:
+        return text + " (no exploration budget)"
+    remaining = budget.get("remaining_j")
+    return text + ("" if remaining is None else f", exploration budget left {remaining:,.0f} J")
 
 
 def _message(response: Any) -> str:

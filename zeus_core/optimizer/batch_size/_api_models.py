@@ -1,6 +1,6 @@
 """Request and response bodies of the batch-size optimizer service (pydantic 2).
 
-The job-spec body is generated from :class:`~zeus_core.optimizer.batch_size.spec.JobSpec`'s fields,
+The job-spec body is generated from :class:`~zeus_core.optimizer.batch_size._spec.JobSpec`'s fields,
 types and defaults, so the API and the dataclass cannot drift apart; unknown fields are rejected.
 Units: time in s, energy and cost in J.
 
@@ -20,10 +20,10 @@ try:
     from pydantic import BaseModel, ConfigDict, Field, create_model
 except ModuleNotFoundError as _err:  # pragma: no cover - depends on the environment
     raise ModuleNotFoundError(
-        f"zeus_core.optimizer.batch_size.api_models needs pydantic ({_err}); pip install 'zeus-suite[server]'"
+        f"the batch-size optimizer's service needs pydantic ({_err}); pip install 'zeus-suite[server]'"
     ) from _err
 
-from zeus_core.optimizer.batch_size.spec import MAX_INT, JobSpec
+from zeus_core.optimizer.batch_size._spec import MAX_INT, JobSpec
 
 __all__ = [
     "TrialStatus",
@@ -31,6 +31,7 @@ __all__ = [
     "JobSpecModel",
     "RegisterResponse",
     "TrialRequest",
+    "BudgetOut",
     "TrialAssignment",
     "EpochReport",
     "EpochDecision",
@@ -127,12 +128,44 @@ class TrialRequest(BaseModel):
     heartbeat: bool = Field(default=False, description="the client sends heartbeats during the trial")
 
 
+class BudgetOut(BaseModel):
+    """A job's cumulative cost against its default's, and the exploration budget left (J).
+
+    The default is the default batch size as the job ran before: measured on the recurrences it
+    completed, estimated (``default_recurrence_cost_j`` each) on the others. See
+    docs/optimizers/batch-size.md.
+
+    Attributes:
+        cost_j: Cumulative Zeus cost of the job's finished trials, J (``None`` only if the sum
+            overflowed, as for every total here).
+        default_cost_j: The default's cumulative cost over the same recurrences, J.
+        measured_recurrences: Recurrences whose default cost was measured.
+        estimated_recurrences: Recurrences whose default cost was estimated.
+        default_recurrence_cost_j: The default's cost of one recurrence, J (``None``: not measured yet).
+        slack: The job's ``slack`` (``None``: no budget).
+        uncharged_j: Part of ``cost_j`` the budget leaves out (the default batch size's one-time
+            overhead), J.
+        remaining_j: ``(1 + slack) × default_cost_j − (cost_j − uncharged_j)``, J: what exploration
+            may still cost (negative: over budget, exploring waits); ``None`` without a budget.
+    """
+
+    cost_j: float | None
+    default_cost_j: float | None
+    measured_recurrences: int
+    estimated_recurrences: int
+    default_recurrence_cost_j: float | None
+    slack: float | None
+    uncharged_j: float | None
+    remaining_j: float | None
+
+
 class TrialAssignment(BaseModel):
     """A trial handed to a client: run the job once with ``batch_size``.
 
     Attributes:
         heartbeat_timeout_s: A trial started with ``heartbeat`` expires after this long without
             any report or heartbeat, s; send heartbeats well within it (the client: every third).
+        budget: The job's cost against its default's when the trial was handed out.
     """
 
     job_id: str
@@ -140,6 +173,7 @@ class TrialAssignment(BaseModel):
     batch_size: int
     phase: str
     heartbeat_timeout_s: float
+    budget: BudgetOut | None = None
 
 
 class EpochReport(BaseModel):
@@ -230,7 +264,7 @@ class TrialDetail(TrialOut):
 
 
 class JobState(BaseModel):
-    """Answer to ``GET /jobs/{job_id}``: the spec, every trial, and the bandit's state."""
+    """Answer to ``GET /jobs/{job_id}``: the spec, every trial, the bandit's state and the budget."""
 
     job_id: str
     spec: dict[str, Any]
@@ -238,6 +272,7 @@ class JobState(BaseModel):
     trials: list[TrialOut]
     counts: dict[str, int]
     bandit: dict[str, Any]
+    budget: BudgetOut
 
 
 class FieldProblem(BaseModel):

@@ -36,17 +36,16 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
-from typing import Any, Callable, Sequence
+from typing import Callable
 
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from zeus_core._cost import zeus_cost
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.batch_size.api_models import (
+from zeus_core.optimizer.batch_size._api_models import (
+    BudgetOut,
     EpochDecision,
     EpochReport,
     JobState,
@@ -57,9 +56,24 @@ from zeus_core.optimizer.batch_size.api_models import (
     TrialResult,
     TrialStatus,
 )
-from zeus_core.optimizer.batch_size.bandit import BatchSizeBandit, Observation
-from zeus_core.optimizer.batch_size.db import Database, EpochRow, JobRow, TrialRow
-from zeus_core.optimizer.batch_size.spec import JobSpec
+from zeus_core.optimizer.batch_size._bandit import BatchSizeBandit
+from zeus_core.optimizer.batch_size._db import Database, EpochRow, JobRow, TrialRow
+from zeus_core.optimizer.batch_size._records import (
+    ENDED,
+    ConflictError,
+    InvalidReportError,
+    budget_out,
+    check_progress,
+    check_progress_values,
+    check_same_epoch,
+    decision,
+    finite_cost,
+    observations,
+    reached,
+    spec_of,
+    trial_out,
+)
+from zeus_core.optimizer.batch_size._spec import JobSpec
 
 __all__ = [
     "DEFAULT_TRIAL_TIMEOUT_S",
@@ -80,7 +94,6 @@ DEFAULT_HEARTBEAT_TIMEOUT_S = 180.0
 """Default time without a report or heartbeat after which a running trial whose client sends
 heartbeats expires, s. The suite's client sends one every third of it."""
 
-_ENDED = (TrialStatus.CONVERGED.value, TrialStatus.FAILED.value)
 _FORBIDDEN_JOB_ID_CHARS = "/\\?#"
 RESERVED_JOB_IDS = frozenset({"batch_size"})
 """Job ids that a route would shadow (``GET /jobs/batch_size`` is Zeus 0.16's "next batch size")."""
@@ -104,37 +117,6 @@ class TrialNotFoundError(ZeusConfigError):
     """
 
     field = "trial_number"
-
-
-class ConflictError(ZeusConfigError):
-    """The request contradicts what is stored (HTTP 409); nothing was written."""
-
-
-class InvalidReportError(ZeusConfigError):
-    """A report's value is impossible given what is stored (HTTP 422); nothing was written.
-
-    Attributes:
-        field: The offending field of the request body.
-    """
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-
-
-def _trial_out(trial: TrialRow, *, recorded: bool = True) -> TrialOut:
-    out = TrialOut.model_validate(trial)
-    return out if recorded else out.model_copy(update={"recorded": False})
-
-
-def _spec_of(job: JobRow) -> JobSpec:
-    return JobSpec.from_dict(json.loads(job.spec_json))
-
-
-def _reached(spec: JobSpec, metric: float | None) -> bool:
-    if metric is None:
-        return False
-    return metric >= spec.target_metric if spec.higher_is_better else metric <= spec.target_metric
 
 
 class BatchSizeService:
@@ -256,8 +238,8 @@ class BatchSizeService:
                     )
                 )
             )
-            spec = _spec_of(job)
-            bandit = BatchSizeBandit(spec, _observations(trials))
+            spec = spec_of(job)
+            bandit = BatchSizeBandit(spec, observations(trials))
             counts = {s.value: 0 for s in TrialStatus}
             for t in trials:
                 counts[t.status] += 1
@@ -265,10 +247,19 @@ class BatchSizeService:
                 job_id=job_id,
                 spec=spec.to_dict(),
                 created_at=job.created_at,
-                trials=[_trial_out(t) for t in trials],
+                trials=[trial_out(t) for t in trials],
                 counts=counts,
                 bandit=bandit.summary(),
+                budget=budget_out(bandit),
             )
+
+    async def job_budget(self, job_id: str) -> BudgetOut:
+        """The job's cumulative cost against its default's, and the exploration budget left (J)."""
+        async with self.db.transaction() as session:
+            job = await self._lock_job(session, job_id)
+            await self._expire_stale(session, job_id)
+            trials = await self._trials(session, job_id)
+            return budget_out(BatchSizeBandit(spec_of(job), observations(trials)))
 
     # --------------------------------------------------------------- trials
     async def new_trial(
@@ -287,14 +278,13 @@ class BatchSizeService:
         async with self.db.transaction() as session:
             job = await self._lock_job(session, job_id)
             await self._expire_stale(session, job_id)
-            spec = _spec_of(job)
+            spec = spec_of(job)
             trials = await self._trials(session, job_id)
+            bandit = BatchSizeBandit(spec, observations(trials))
             if request_id is not None:
                 for t in trials:
                     if t.request_id == request_id:
-                        phase = BatchSizeBandit(spec, _observations(trials)).phase.value
-                        return self._assignment(job_id, t.trial_number, t.batch_size, phase), False
-            bandit = BatchSizeBandit(spec, _observations(trials))
+                        return self._assignment(job_id, t.trial_number, t.batch_size, bandit), False
             pending = [t.batch_size for t in trials if t.status == TrialStatus.RUNNING.value]
             number = job.next_trial_number
             batch_size = bandit.next_batch_size(number, pending)
@@ -313,23 +303,31 @@ class BatchSizeService:
                     heartbeat=heartbeat,
                 )
             )
+            budget = bandit.budget()
             logger.info(
-                "%s trial %d: batch size %d (%s; %d pending)",
+                "%s trial %d: batch size %d (%s; %d pending); cost so far %.1f J, default's %.1f J, "
+                "budget left %.1f J",
                 job_id,
                 number,
                 batch_size,
                 bandit.phase.value,
                 len(pending),
+                budget.cost_j,
+                budget.default_cost_j,
+                budget.remaining_j,
             )
-            return self._assignment(job_id, number, batch_size, bandit.phase.value), True
+            return self._assignment(job_id, number, batch_size, bandit), True
 
-    def _assignment(self, job_id: str, number: int, batch_size: int, phase: str) -> TrialAssignment:
+    def _assignment(
+        self, job_id: str, number: int, batch_size: int, bandit: BatchSizeBandit
+    ) -> TrialAssignment:
         return TrialAssignment(
             job_id=job_id,
             trial_number=number,
             batch_size=batch_size,
-            phase=phase,
+            phase=bandit.phase.value,
             heartbeat_timeout_s=self.heartbeat_timeout_s,
+            budget=budget_out(bandit),
         )
 
     async def heartbeat(self, job_id: str, trial_number: int) -> TrialOut:
@@ -342,11 +340,11 @@ class BatchSizeService:
             await self._lock_job(session, job_id)
             await self._expire_stale(session, job_id)
             trial = await self._trial(session, job_id, trial_number)
-            if trial.status not in _ENDED:
+            if trial.status not in ENDED:
                 self._revive(trial)
                 trial.last_seen_at = self._clock()
                 trial.heartbeat = True
-            return _trial_out(trial)
+            return trial_out(trial)
 
     async def expire_stale_trials(self) -> int:
         """Expire the stale running trials of every job (see the module rules); returns how many."""
@@ -367,9 +365,9 @@ class BatchSizeService:
         async with self.db.transaction() as session:
             job = await self._lock_job(session, job_id)
             await self._expire_stale(session, job_id)
-            spec = _spec_of(job)
+            spec = spec_of(job)
             trial = await self._trial(session, job_id, trial_number)
-            cost = _finite_cost(spec, report.time_s, report.energy_j)
+            cost = finite_cost(spec, report.time_s, report.energy_j)
             previous = list(
                 await session.scalars(
                     select(EpochRow).where(EpochRow.trial_id == trial.id).order_by(EpochRow.epoch)
@@ -377,22 +375,22 @@ class BatchSizeService:
             )
             same = next((e for e in previous if e.epoch == report.epoch), None)
             if same is not None:
-                _check_same_epoch(same, report)
-                return _decision(
+                check_same_epoch(same, report)
+                return decision(
                     job_id, trial, same.epoch, same.stop, StopReason(same.reason), same.cost, None
                 )
-            if trial.status in _ENDED:
-                return _decision(job_id, trial, report.epoch, True, StopReason.TRIAL_ENDED, cost, None)
+            if trial.status in ENDED:
+                return decision(job_id, trial, report.epoch, True, StopReason.TRIAL_ENDED, cost, None)
             last = previous[-1] if previous else None
             if last is not None:
-                _check_progress(last, report)
+                check_progress(last, report)
             self._revive(trial)
             trials = await self._trials(session, job_id)
-            bandit = BatchSizeBandit(spec, _observations(trials))
+            bandit = BatchSizeBandit(spec, observations(trials))
             threshold = bandit.early_stop_threshold()
             last_epoch, last_cost = (last.epoch, last.cost) if last is not None else (0, 0.0)
             per_epoch = (cost - last_cost) / (report.epoch - last_epoch)
-            if _reached(spec, report.metric):
+            if reached(spec, report.metric):
                 stop, reason = True, StopReason.TARGET_REACHED
             elif bandit.should_stop(cost, report.epoch, per_epoch):
                 stop = True
@@ -433,16 +431,16 @@ class BatchSizeService:
                 cost,
                 reason.value,
             )
-            return _decision(job_id, trial, report.epoch, stop, reason, cost, threshold)
+            return decision(job_id, trial, report.epoch, stop, reason, cost, threshold)
 
     async def report_result(self, job_id: str, trial_number: int, result: TrialResult) -> TrialOut:
         """Record a trial's final result (see the module rules for repeats and ended trials)."""
         async with self.db.transaction() as session:
             job = await self._lock_job(session, job_id)
             await self._expire_stale(session, job_id)
-            spec = _spec_of(job)
+            spec = spec_of(job)
             trial = await self._trial(session, job_id, trial_number)
-            if trial.status in _ENDED:
+            if trial.status in ENDED:
                 if trial.end_reason != StopReason.REPORTED.value:
                     logger.info(
                         "%s trial %d was already ended by the server (%s); keeping the stored result",
@@ -450,7 +448,7 @@ class BatchSizeService:
                         trial_number,
                         trial.end_reason,
                     )
-                    return _trial_out(trial, recorded=False)
+                    return trial_out(trial, recorded=False)
                 stored = {
                     "time_s": trial.time_s,
                     "energy_j": trial.energy_j,
@@ -467,15 +465,15 @@ class BatchSizeService:
                         f"in {parts}; "
                         "a trial's result is recorded once. Start a new trial for a new run."
                     )
-                return _trial_out(trial)
+                return trial_out(trial)
             if trial.time_s is not None and trial.energy_j is not None:
-                _check_progress_values(
+                check_progress_values(
                     trial.time_s, trial.energy_j, trial.epochs, result.time_s, result.energy_j
                 )
             self._revive(trial)
             now = self._clock()
             trial.time_s, trial.energy_j, trial.metric = result.time_s, result.energy_j, result.metric
-            trial.cost = _finite_cost(spec, result.time_s, result.energy_j)
+            trial.cost = finite_cost(spec, result.time_s, result.energy_j)
             trial.last_seen_at = now
             self._finish(job, trial, converged=result.converged, reason=StopReason.REPORTED, now=now)
             logger.info(
@@ -486,7 +484,7 @@ class BatchSizeService:
                 trial.status,
                 trial.cost,
             )
-            return _trial_out(trial)
+            return trial_out(trial)
 
     async def abandon(self, job_id: str, trial_number: int) -> TrialOut:
         """Mark a running trial ``expired`` now (its client gave up); an ended trial is left as is."""
@@ -497,7 +495,7 @@ class BatchSizeService:
                 trial.status, trial.end_reason = TrialStatus.EXPIRED.value, StopReason.ABANDONED.value
                 trial.last_seen_at = self._clock()
                 logger.info("%s trial %d abandoned by its client", job_id, trial_number)
-            return _trial_out(trial)
+            return trial_out(trial)
 
     # -------------------------------------------------------------- helpers
     async def _lock_job(self, session: AsyncSession, job_id: str) -> JobRow:
@@ -575,79 +573,3 @@ class BatchSizeService:
         trial.ended_at = now
         trial.completion_order = job.next_completion
         job.next_completion += 1
-
-
-def _finite_cost(spec: JobSpec, time_s: float, energy_j: float) -> float:
-    """The Zeus cost of a report, J; refuses figures so large that the cost overflows."""
-    cost = zeus_cost(energy_j, time_s, spec.eta_knob, spec.max_power_w)
-    if not math.isfinite(cost):
-        raise InvalidReportError(
-            "energy_j",
-            f"time_s={time_s!r} s and energy_j={energy_j!r} J give an infinite cost; "
-            "report the trial's real cumulative time (s) and energy (J).",
-        )
-    return cost
-
-
-def _observations(trials: Sequence[TrialRow]) -> list[Observation]:
-    ended = sorted((t for t in trials if t.status in _ENDED), key=lambda t: t.completion_order or 0)
-    # ``epochs`` is the last epoch reported through on_epoch_end (0 when none was).
-    return [
-        Observation(t.batch_size, float(t.cost or 0.0), bool(t.converged), epochs=t.epochs or 0)
-        for t in ended
-    ]
-
-
-def _decision(
-    job_id: str,
-    trial: TrialRow,
-    epoch: int,
-    stop: bool,
-    reason: StopReason,
-    cost: float,
-    threshold: float | None,
-) -> EpochDecision:
-    return EpochDecision(
-        job_id=job_id,
-        trial_number=trial.trial_number,
-        epoch=epoch,
-        stop=stop,
-        reason=reason,
-        cost=cost,
-        threshold=threshold,
-        status=TrialStatus(trial.status),
-    )
-
-
-def _check_same_epoch(stored: EpochRow, report: EpochReport) -> None:
-    sent: dict[str, Any] = report.model_dump()
-    have = {"time_s": stored.time_s, "energy_j": stored.energy_j, "metric": stored.metric}
-    diff = [k for k in have if have[k] != sent[k]]
-    if diff:
-        parts = ", ".join(f"{k} (stored {have[k]!r}, sent {sent[k]!r})" for k in diff)
-        raise ConflictError(
-            f"epoch {stored.epoch} of this trial was already reported with different values: {parts}."
-        )
-
-
-def _check_progress(last: EpochRow, report: EpochReport) -> None:
-    if report.epoch < last.epoch:
-        raise ConflictError(
-            f"epoch {report.epoch} arrived after epoch {last.epoch}; report epochs in increasing order."
-        )
-    _check_progress_values(last.time_s, last.energy_j, last.epoch, report.time_s, report.energy_j)
-
-
-def _check_progress_values(
-    time_s: float, energy_j: float, epoch: int, new_time_s: float, new_energy_j: float
-) -> None:
-    for name, old, new, unit in (
-        ("time_s", time_s, new_time_s, "s"),
-        ("energy_j", energy_j, new_energy_j, "J"),
-    ):
-        if new < old:
-            raise InvalidReportError(
-                name,
-                f"{name}={new!r} is less than the {old!r} {unit} reported at epoch {epoch}; "
-                "time_s and energy_j are cumulative since the trial began.",
-            )

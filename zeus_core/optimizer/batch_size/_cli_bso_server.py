@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from zeus_core.exceptions import ZeusConfigError
 
 if TYPE_CHECKING:
-    from zeus_core.optimizer.batch_size.db import Database
+    from zeus_core.optimizer.batch_size._db import Database
 
 __all__ = ["add_arguments", "run", "is_loopback"]
 
@@ -98,7 +98,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check the options and the database, then serve until interrupted; returns the exit code."""
-    from zeus_core.optimizer.batch_size.auth import TOKEN_HINT, normalize_token
+    from zeus_core.optimizer.batch_size._auth import TOKEN_HINT, normalize_token
 
     given = args.token if args.token is not None else os.environ.get("ZEUS_BSO_TOKEN")
     try:
@@ -122,10 +122,10 @@ def run(args: argparse.Namespace) -> int:
         import uvicorn
         from sqlalchemy.exc import SQLAlchemyError
 
-        from zeus_core.optimizer.batch_size.body_limit import DEFAULT_MAX_BODY_BYTES
-        from zeus_core.optimizer.batch_size.db import Database
-        from zeus_core.optimizer.batch_size.server import create_app
-        from zeus_core.optimizer.batch_size.service import (
+        from zeus_core.optimizer.batch_size._body_limit import DEFAULT_MAX_BODY_BYTES
+        from zeus_core.optimizer.batch_size._db import Database
+        from zeus_core.optimizer.batch_size._server import create_app
+        from zeus_core.optimizer.batch_size._service import (
             DEFAULT_HEARTBEAT_TIMEOUT_S,
             DEFAULT_TRIAL_TIMEOUT_S,
         )

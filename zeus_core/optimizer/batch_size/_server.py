@@ -5,10 +5,12 @@ Routes (JSON bodies; time in s, energy and cost in J):
 ======  ==========================================  ==================================================
 POST    ``/jobs``                                   register a job spec: 201 new, 200 identical, 409
                                                     conflicting (the message names the differing fields)
-GET     ``/jobs/{job_id}``                          spec, every trial, counts per status, bandit summary
+GET     ``/jobs/{job_id}``                          spec, every trial, counts per status, bandit summary,
+                                                    budget
+GET     ``/jobs/{job_id}/budget``                   cost so far against the default's, budget left
 DELETE  ``/jobs/{job_id}``                          drop a job and its history (204)
-POST    ``/jobs/{job_id}/trials``                   start a trial -> ``{trial_number, batch_size}`` (201);
-                                                    body ``{"request_id": ...}`` (optional) makes it
+POST    ``/jobs/{job_id}/trials``                   start a trial -> ``{trial_number, batch_size, budget}``
+                                                    (201); body ``{"request_id": ...}`` (optional) makes it
                                                     idempotent (200 with the same trial on a repeat)
 GET     ``/jobs/{job_id}/trials/{n}``               one trial with its epoch reports
 POST    ``/jobs/{job_id}/trials/{n}/epochs``        ``{epoch, time_s, energy_j, metric}`` (cumulative)
@@ -19,7 +21,7 @@ POST    ``/jobs/{job_id}/trials/{n}/heartbeat``     the client is alive (the hea
 GET     ``/health``                                 liveness and schema version (no token needed)
 ======  ==========================================  ==================================================
 
-Zeus 0.16's routes are served too (see :mod:`~zeus_core.optimizer.batch_size.zeus_compat`), so
+Zeus 0.16's routes are served too (see :mod:`~zeus_core.optimizer.batch_size._zeus_compat`), so
 its published client works against this server.
 
 Errors are ``{"message": ..., "errors": [{"field", "problem"}]}``: 400 a body that cannot be
@@ -58,11 +60,12 @@ try:
     from starlette.exceptions import HTTPException
 except ModuleNotFoundError as _err:  # pragma: no cover - depends on the environment
     raise ModuleNotFoundError(
-        f"zeus_core.optimizer.batch_size.server needs FastAPI ({_err}); pip install 'zeus-suite[server]'"
+        f"the batch-size optimizer's service needs FastAPI ({_err}); pip install 'zeus-suite[server]'"
     ) from _err
 
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.batch_size.api_models import (
+from zeus_core.optimizer.batch_size._api_models import (
+    BudgetOut,
     EpochDecision,
     EpochReport,
     ErrorResponse,
@@ -75,10 +78,10 @@ from zeus_core.optimizer.batch_size.api_models import (
     TrialRequest,
     TrialResult,
 )
-from zeus_core.optimizer.batch_size.auth import authorized, normalize_token
-from zeus_core.optimizer.batch_size.body_limit import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
-from zeus_core.optimizer.batch_size.db import Database
-from zeus_core.optimizer.batch_size.service import (
+from zeus_core.optimizer.batch_size._auth import authorized, normalize_token
+from zeus_core.optimizer.batch_size._body_limit import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
+from zeus_core.optimizer.batch_size._db import Database
+from zeus_core.optimizer.batch_size._service import (
     DEFAULT_HEARTBEAT_TIMEOUT_S,
     DEFAULT_TRIAL_TIMEOUT_S,
     BatchSizeService,
@@ -87,8 +90,8 @@ from zeus_core.optimizer.batch_size.service import (
     JobNotFoundError,
     TrialNotFoundError,
 )
-from zeus_core.optimizer.batch_size.spec import MAX_INT
-from zeus_core.optimizer.batch_size.zeus_compat import (
+from zeus_core.optimizer.batch_size._spec import MAX_INT
+from zeus_core.optimizer.batch_size._zeus_compat import (
     RegisterBody,
     ZeusRegisteredJob,
     add_zeus_routes,
@@ -339,6 +342,10 @@ def _add_routes(router: APIRouter, service: BatchSizeService) -> None:
     @router.get("/jobs/{job_id}", response_model=JobState)
     async def read_job(job_id: str) -> JobState:
         return await service.job_state(job_id)
+
+    @router.get("/jobs/{job_id}/budget", response_model=BudgetOut)
+    async def read_budget(job_id: str) -> BudgetOut:
+        return await service.job_budget(job_id)
 
     @router.delete("/jobs/{job_id}", status_code=204)
     async def delete_job(job_id: str) -> Response:

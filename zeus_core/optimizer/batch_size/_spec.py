@@ -32,7 +32,15 @@ max_power_w          0.0       MaxPower of the Zeus cost: the maximum power limi
                                W. It must be given (> 0) because it converts time into joules.
 seed                 0         seeds Thompson sampling; the choice for a trial is a function of
                                (seed, trial number, history, pending trials).
+slack                0.0       conservative exploration: a batch size other than the best known
+                               is tried only while the job's cumulative cost, plus that trial's
+                               pessimistic cost, stays within ``(1 + slack)`` × the default's
+                               (the default batch size as the job ran before). 0 = never worse
+                               than the default; 0.05 lets exploration cost up to 5 % more;
+                               ``None`` turns the budget off (Zeus's behaviour).
 ==================== ========= ===============================================================
+
+See docs/optimizers/batch-size.md for what the budget guarantees and what ``slack`` trades.
 """
 
 from __future__ import annotations
@@ -106,6 +114,8 @@ class JobSpec:
         prior_std: Prior standard deviation of each arm's mean cost, J (> 0), or ``None``.
         max_power_w: MaxPower of the Zeus cost (max power limit × number of GPUs), W (> 0).
         seed: Seed of Thompson sampling.
+        slack: How much more than the default the job may cost while exploring, as a fraction of
+            the default's cumulative cost (>= 0; 0 = never more), or ``None`` for no budget.
 
     Example:
         >>> spec = JobSpec("cifar100", (256, 512, 1024), 1024, target_metric=0.6, max_power_w=300.0)
@@ -127,6 +137,7 @@ class JobSpec:
     prior_std: float | None = None
     max_power_w: float = 0.0
     seed: int = 0
+    slack: float | None = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.job_id, str) or not self.job_id.strip():
@@ -165,6 +176,12 @@ class JobSpec:
             raise _bad("eta_knob", self.eta_knob, "must be within [0, 1].")
         if self.beta_knob is not None and (not _finite(self.beta_knob) or self.beta_knob <= 1.0):
             raise _bad("beta_knob", self.beta_knob, "must be > 1, or None to disable early stopping.")
+        if self.slack is not None and (not _finite(self.slack) or self.slack < 0.0):
+            raise _bad(
+                "slack",
+                self.slack,
+                "must be a fraction >= 0 (0 = never cost more than the default), or None for no budget.",
+            )
 
     def _check_prior(self) -> None:
         if (self.prior_mean is None) != (self.prior_std is None):

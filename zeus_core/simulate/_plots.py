@@ -2,7 +2,7 @@
 
 * :func:`plot_cumulative_cost`: cumulative Zeus cost over recurrences, one panel per workload,
   one line per policy (the first seed), with the oracle's straight line.
-* :func:`plot_choices`: the batch size and power limit Zeus chose at each recurrence.
+* :func:`plot_choices`: the batch size and power limit ours chose at each recurrence.
 """
 
 from __future__ import annotations
@@ -11,11 +11,18 @@ import math
 from pathlib import Path
 from typing import Any, Sequence
 
-from zeus_core.simulate.nsdi23 import WorkloadReport
+from zeus_core.simulate._nsdi23 import WorkloadReport
 
 __all__ = ["plot_cumulative_cost", "plot_choices"]
 
-_COLORS = {"default": "tab:gray", "grid": "tab:orange", "zeus": "tab:blue", "oracle": "black"}
+_COLORS = {
+    "default": "tab:gray",
+    "grid": "tab:orange",
+    "zeus": "tab:blue",
+    "zeus-0.16": "tab:green",
+    "oracle": "black",
+}
+_NAMES = {"zeus": "ours", "zeus-0.16": "Zeus 0.16"}
 
 
 def _pyplot() -> Any:
@@ -65,7 +72,12 @@ def plot_cumulative_cost(reports: Sequence[WorkloadReport], path: str | Path) ->
     for ax, report in zip(axes.flat, reports):
         for name, runs in report.runs.items():
             costs = runs[0].cumulative_costs()
-            ax.plot(range(1, len(costs) + 1), [c / 1e6 for c in costs], label=name, color=_COLORS.get(name))
+            ax.plot(
+                range(1, len(costs) + 1),
+                [c / 1e6 for c in costs],
+                label=_NAMES.get(name, name),
+                color=_COLORS.get(name),
+            )
         oracle = report.summaries.get("oracle")
         if oracle is not None:
             n = report.recurrences
@@ -115,7 +127,7 @@ def plot_choices(reports: Sequence[WorkloadReport], path: str | Path, policy: st
         twin.set_ylabel("power limit (W)", color="tab:red")
         limits = sorted({p for _, p in chosen})
         twin.set_ylim(min(limits) - 15, max(limits) + 15)
-        ax.set_title(f"{report.workload}: {policy} (seed {report.seeds[0]})", fontsize=10)
+        ax.set_title(f"{report.workload}: {_NAMES.get(policy, policy)} (seed {report.seeds[0]})", fontsize=10)
     gpu = reports[0].gpu if reports else ""
     title = f"Batch size and power limit chosen on {gpu} (simulated)"
     return _save(plt, fig, axes, len(reports), title, path)

@@ -28,7 +28,9 @@ prior), ``batch_sizes`` are sorted (and de-duplicated) as Zeus does. ``mab_num_e
 needs no forced explorations (its noise variance is pooled over arms), and ``max_power`` already
 carries the number of GPUs. Where the suite is stricter it says so with a 422 naming the Zeus
 field (``beta_knob`` must be > 1, a prior mean must be > 0). Decisions are the suite's (see
-:mod:`~zeus_core.optimizer.batch_size.service`): a trial that reached the target converges.
+:mod:`~zeus_core.optimizer.batch_size._service`): a trial that reached the target converges, and
+exploration keeps within the suite's budget against the default (``slack`` 0; Zeus's spec has no
+such field).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.batch_size.api_models import (
+from zeus_core.optimizer.batch_size._api_models import (
     EpochReport,
     JobSpecModel,
     RegisterResponse,
@@ -49,12 +51,12 @@ from zeus_core.optimizer.batch_size.api_models import (
     TrialOut,
     TrialStatus,
 )
-from zeus_core.optimizer.batch_size.service import (
+from zeus_core.optimizer.batch_size._service import (
     BatchSizeService,
     InvalidReportError,
     TrialNotFoundError,
 )
-from zeus_core.optimizer.batch_size.spec import MAX_INT, JobSpec
+from zeus_core.optimizer.batch_size._spec import MAX_INT, JobSpec
 
 __all__ = [
     "ZeusJobSpec",

@@ -33,8 +33,8 @@ import numpy as np
 
 from zeus_core._cost import zeus_cost
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.simulate.policies import Policy, TrialOutcome
-from zeus_core.simulate.traces import WorkloadTrace
+from zeus_core.simulate._policies import Policy, TrialOutcome
+from zeus_core.simulate._traces import WorkloadTrace
 
 __all__ = [
     "TrialRecord",
@@ -65,6 +65,12 @@ class TrialRecord:
         cost_j: Zeus cost, J.
         overhead_j: Part of ``cost_j`` spent on power-limit profiling beyond a normal epoch, J.
         converged: Whether it reached the target.
+
+    Example:
+        >>> from zeus_core.simulate import DefaultPolicy, load_nsdi23_traces
+        >>> trace = load_nsdi23_traces("v100")[4]
+        >>> simulate(trace, DefaultPolicy(trace), seed=1, recurrences=1).trials[0].batch_size
+        32
     """
 
     recurrence: int
@@ -92,6 +98,13 @@ class SimulationResult:
         eta_knob: Weight of energy in the cost.
         num_recurrences: Recurrences simulated.
         trials: Every trial in order.
+
+    Example:
+        >>> from zeus_core.simulate import DefaultPolicy, load_nsdi23_traces
+        >>> trace = load_nsdi23_traces("v100")[4]
+        >>> result = simulate(trace, DefaultPolicy(trace), seed=1, recurrences=3)
+        >>> result.num_recurrences, len(result.recurrence_costs()), result.to_dict()["simulated"]
+        (3, 3, True)
     """
 
     workload: str
@@ -145,7 +158,14 @@ class SimulationResult:
 
 
 def jit_power_limit(trace: WorkloadTrace, batch_size: int, eta_knob: float) -> int:
-    """The power limit (W) with the lowest per-epoch Zeus cost for ``batch_size``."""
+    """The power limit (W) with the lowest per-epoch Zeus cost for ``batch_size``.
+
+    Example:
+        >>> from zeus_core.simulate import load_nsdi23_traces
+        >>> trace = load_nsdi23_traces("v100")[4]
+        >>> jit_power_limit(trace, 32, eta_knob=0.5) in trace.power_limits_for(32)
+        True
+    """
     maxp = trace.max_power_w
 
     def epoch_cost(pl: int) -> float:
@@ -179,6 +199,12 @@ def simulate(
 
     Raises:
         ZeusConfigError: Bad arguments, or no trial of a recurrence converged within ``max_tries``.
+
+    Example:
+        >>> from zeus_core.simulate import DefaultPolicy, load_nsdi23_traces
+        >>> trace = load_nsdi23_traces("v100")[4]
+        >>> simulate(trace, DefaultPolicy(trace), seed=1, recurrences=2).num_recurrences
+        2
     """
     n = trace.num_recurrences() if recurrences is None else recurrences
     if n < 1 or max_tries < 1:
@@ -274,6 +300,12 @@ def expected_fixed_cost(
 
     Returns:
         ``None`` when no run of ``batch_size`` reaches the target within ``max_epochs``.
+
+    Example:
+        >>> from zeus_core.simulate import load_nsdi23_traces
+        >>> energy_j, time_s, cost_j = expected_fixed_cost(load_nsdi23_traces("v100")[4], 32, 250, 0.5)
+        >>> cost_j > 0
+        True
     """
     max_epochs = trace.workload.max_epochs
     runs = trace.target_epochs[batch_size]
@@ -295,6 +327,13 @@ def noise_free_cost(trace: WorkloadTrace, result: SimulationResult) -> float:
     early-stopped trial keep their simulated cost. Two policies that face the same seed draw
     different runs as soon as they choose differently, so over a few seeds their costs differ by
     luck as well as by their choices; this figure compares the choices alone.
+
+    Example:
+        >>> from zeus_core.simulate import ZeusPolicy, load_nsdi23_traces
+        >>> trace = load_nsdi23_traces("v100")[4]
+        >>> result = simulate(trace, ZeusPolicy(trace, seed=1), seed=1, recurrences=5)
+        >>> noise_free_cost(trace, result) > 0
+        True
     """
     maxp = trace.max_power_w
     total = 0.0
@@ -313,6 +352,13 @@ def oracle(trace: WorkloadTrace, eta_knob: float) -> tuple[int, int, tuple[float
     """The best fixed configuration in hindsight: (batch size, power limit W, expected per recurrence).
 
     Chosen by :func:`expected_fixed_cost` over every traced configuration, knowing all runs.
+
+    Example:
+        >>> from zeus_core.simulate import load_nsdi23_traces
+        >>> trace = load_nsdi23_traces("v100")[4]
+        >>> batch_size, power_limit_w, (energy_j, time_s, cost_j) = oracle(trace, 0.5)
+        >>> batch_size in trace.batch_sizes
+        True
     """
     best: tuple[int, int, tuple[float, float, float]] | None = None
     for bs, pl in sorted(trace.epochs):

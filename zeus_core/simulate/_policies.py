@@ -1,22 +1,23 @@
-"""Policies the trace-driven simulator compares: Zeus, Default, Grid Search (and fixed configurations).
+"""Policies the trace-driven simulator compares: ours, Zeus 0.16, Default, Grid Search, fixed ones.
 
 A policy picks the (batch size, power limit) of every trial and decides when a running trial stops.
 Returning ``None`` as the power limit asks for Zeus's just-in-time power-limit choice: the
 simulator profiles the power limits during the first epoch of a batch size's first trial and uses
-the cheapest one from then on (see :mod:`zeus_core.simulate.simulator`).
+the cheapest one from then on (see :mod:`zeus_core.simulate._simulator`).
 
 Write your own by implementing :class:`Policy` and registering a factory in :data:`POLICIES`.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
+from zeus_core._cost import zeus_cost
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.batch_size.bandit import BatchSizeBandit, Observation
-from zeus_core.optimizer.batch_size.spec import JobSpec
-from zeus_core.simulate.traces import WorkloadTrace
+from zeus_core.optimizer.batch_size import BatchSizeBandit, JobSpec, Observation
+from zeus_core.simulate._traces import WorkloadTrace
 
 __all__ = [
     "Choice",
@@ -39,6 +40,10 @@ class Choice:
     Attributes:
         batch_size: Batch size.
         power_limit_w: Power limit, W; ``None`` = just-in-time profiling picks it.
+
+    Example:
+        >>> Choice(64, None).power_limit_w is None
+        True
     """
 
     batch_size: int
@@ -56,6 +61,10 @@ class TrialOutcome:
         converged: Whether it reached the target.
         overhead_j: One-time part of ``cost_j`` (power-limit profiling beyond a normal epoch), J.
         epochs: Epochs the trial ran.
+
+    Example:
+        >>> TrialOutcome(32, 250, cost_j=1000.0, converged=True).epochs
+        0
     """
 
     batch_size: int
@@ -67,7 +76,23 @@ class TrialOutcome:
 
 
 class Policy(Protocol):
-    """A knob-choosing policy for one recurring job."""
+    """A knob-choosing policy for one recurring job.
+
+    Example:
+        A policy that always plays batch size 32 at a just-in-time power limit::
+
+            class Always32:
+                name = "always-32"
+
+                def choose(self, trial_number: int) -> Choice:
+                    return Choice(32, None)
+
+                def observe(self, outcome: TrialOutcome) -> None:
+                    pass
+
+                def should_stop(self, cost_so_far, epoch, next_epoch_cost) -> bool:
+                    return False
+    """
 
     name: str
 
@@ -90,7 +115,11 @@ class Policy(Protocol):
 
 
 class ZeusPolicy:
-    """Zeus: the batch-size bandit across recurrences, JIT power limits within each trial.
+    """Ours: the suite's batch-size bandit across recurrences, JIT power limits within each trial.
+
+    The bandit is conservative as the service's is by default (``slack`` 0): its budget measures
+    the default with what each converged trial of the default batch size would have cost at the
+    maximum power limit (the Default policy), which the power profile of the first epoch gives.
 
     Args:
         trace: The workload.
@@ -101,6 +130,13 @@ class ZeusPolicy:
             the traces do not drift. The service's :class:`JobSpec` defaults to 10.
         num_pruning_rounds: Most pruning rounds (pruning ends early after a round every arm passes);
             :class:`JobSpec`'s default.
+        slack: The exploration budget's slack (:class:`JobSpec`'s default 0; ``None``: no budget).
+
+    Example:
+        >>> from zeus_core.simulate import load_nsdi23_traces
+        >>> trace = load_nsdi23_traces("v100")[4]  # squad, default batch size 32
+        >>> ZeusPolicy(trace, seed=1).choose(1).batch_size  # the default is measured first
+        32
     """
 
     name = "zeus"
@@ -113,8 +149,10 @@ class ZeusPolicy:
         beta_knob: float | None = 2.0,
         window_size: int = 0,
         num_pruning_rounds: int = JobSpec.num_pruning_rounds,
+        slack: float | None = JobSpec.slack,
     ) -> None:
         w = trace.workload
+        self._trace = trace
         self.spec = JobSpec(
             job_id=f"{w.name}@{trace.gpu}",
             batch_sizes=trace.batch_sizes,
@@ -128,15 +166,26 @@ class ZeusPolicy:
             num_pruning_rounds=num_pruning_rounds,
             max_power_w=trace.max_power_w,
             seed=seed,
+            slack=slack,
         )
         self.bandit = BatchSizeBandit(self.spec)
+        default = w.default_batch_size
+        at_max = trace.epochs[(default, max(trace.power_limits_for(default)))]
+        self._default_epoch_cost = zeus_cost(at_max.energy_j, at_max.time_s, eta_knob, trace.max_power_w)
 
     def choose(self, trial_number: int) -> Choice:
         """The bandit's batch size; JIT power limit."""
         return Choice(self.bandit.next_batch_size(trial_number), None)
 
     def observe(self, outcome: TrialOutcome) -> None:
-        """Feed the trial's cost, overhead and epochs to the bandit."""
+        """Feed the trial's cost, overhead and epochs to the bandit.
+
+        A converged trial of the default batch size also says what the same run would have cost
+        at the maximum power limit (the Default policy): the budget's measured reference.
+        """
+        reference = None
+        if outcome.converged and outcome.batch_size == self.spec.default_batch_size:
+            reference = outcome.epochs * self._default_epoch_cost
         self.bandit.observe(
             Observation(
                 outcome.batch_size,
@@ -144,6 +193,7 @@ class ZeusPolicy:
                 outcome.converged,
                 min(outcome.overhead_j, outcome.cost_j),
                 outcome.epochs,
+                reference,
             )
         )
 
@@ -159,6 +209,11 @@ class FixedPolicy:
         trace: The workload.
         batch_size: Batch size.
         power_limit_w: Power limit, W.
+
+    Example:
+        >>> from zeus_core.simulate import load_nsdi23_traces
+        >>> FixedPolicy(load_nsdi23_traces("v100")[4], 16, 200).choose(7)
+        Choice(batch_size=16, power_limit_w=200)
     """
 
     name = "fixed"
@@ -184,7 +239,13 @@ class FixedPolicy:
 
 
 class DefaultPolicy(FixedPolicy):
-    """The user's default batch size at the maximum power limit, every time."""
+    """The user's default batch size at the maximum power limit, every time.
+
+    Example:
+        >>> from zeus_core.simulate import load_nsdi23_traces
+        >>> DefaultPolicy(load_nsdi23_traces("v100")[4]).choose(1)
+        Choice(batch_size=32, power_limit_w=250)
+    """
 
     name = "default"
 
@@ -204,6 +265,11 @@ class GridSearchPolicy:
     Args:
         trace: The workload.
         beta_knob: Early-stop factor (``None`` disables it).
+
+    Example:
+        >>> from zeus_core.simulate import load_nsdi23_traces
+        >>> GridSearchPolicy(load_nsdi23_traces("v100")[4]).choose(1)  # the default first, top limit first
+        Choice(batch_size=32, power_limit_w=250)
     """
 
     name = "grid"
@@ -256,20 +322,37 @@ class GridSearchPolicy:
 PolicyFactory = Callable[[WorkloadTrace, int, float, "float | None"], Policy]
 """Builds a policy from (trace, seed, eta_knob, beta_knob)."""
 
+
+def _published_zeus(trace: WorkloadTrace, seed: int, eta: float, beta: float | None) -> Policy:
+    from zeus_core.simulate._published import PublishedZeusPolicy
+
+    return PublishedZeusPolicy(trace, seed, math.inf if beta is None else beta)
+
+
 POLICIES: dict[str, PolicyFactory] = {
     "zeus": lambda trace, seed, eta, beta: ZeusPolicy(trace, seed, eta, beta),
     "default": lambda trace, seed, eta, beta: DefaultPolicy(trace),
     "grid": lambda trace, seed, eta, beta: GridSearchPolicy(trace, beta),
+    "zeus-0.16": _published_zeus,
 }
 
 
 def make_policy(
     name: str, trace: WorkloadTrace, seed: int, eta_knob: float = 0.5, beta_knob: float | None = 2.0
 ) -> Policy:
-    """Build a registered policy by name (``zeus``, ``default``, ``grid``).
+    """Build a registered policy by name.
+
+    ``zeus`` is ours (:class:`ZeusPolicy`: the suite's bandit, conservative by default),
+    ``zeus-0.16`` the published one (needs ``zeus==0.16.0``), ``default`` and ``grid`` the
+    paper's baselines.
 
     Raises:
         ZeusConfigError: ``name`` is not registered.
+
+    Example:
+        >>> from zeus_core.simulate import load_nsdi23_traces
+        >>> make_policy("default", load_nsdi23_traces("v100")[4], seed=1).name
+        'default'
     """
     try:
         factory = POLICIES[name]

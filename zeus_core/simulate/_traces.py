@@ -56,6 +56,10 @@ class Workload:
         max_epochs: Epoch budget of one trial.
         default_batch_size: The user's batch size (capped per GPU by :func:`load_workload_trace`).
         higher_is_better: ``False`` for error rates (LibriSpeech WER).
+
+    Example:
+        >>> NSDI23_WORKLOADS[4].name, NSDI23_WORKLOADS[4].default_batch_size
+        ('squad/bert_base_uncased', 32)
     """
 
     dataset: str
@@ -90,6 +94,10 @@ class EpochProfile:
     Attributes:
         time_s: Time per epoch, s.
         power_w: Average GPU power during the epoch, W.
+
+    Example:
+        >>> EpochProfile(time_s=10.0, power_w=200.0).energy_j
+        2000.0
     """
 
     time_s: float
@@ -113,6 +121,11 @@ class WorkloadTrace:
         target_epochs: Batch size -> per run (in trace order), the epoch that reached the target
             (``None``: never).
         epochs: (batch size, power limit W) -> :class:`EpochProfile`.
+
+    Example:
+        >>> trace = load_nsdi23_traces("v100")[4]
+        >>> trace.workload.name, trace.max_power_w, trace.num_recurrences()
+        ('squad/bert_base_uncased', 250.0, 98)
     """
 
     workload: Workload
@@ -137,7 +150,12 @@ class WorkloadTrace:
 
 
 def default_trace_dir() -> Path:
-    """The NSDI'23 traces bundled with the package (``zeus_core.data.path("zeus_nsdi23")``)."""
+    """The NSDI'23 traces bundled with the package (``zeus_core.data.path("zeus_nsdi23")``).
+
+    Example:
+        >>> (default_trace_dir() / "summary_train.csv").exists()
+        True
+    """
     from zeus_core import data
 
     return data.path("zeus_nsdi23")
@@ -238,6 +256,14 @@ def load_workload_trace(
 
     Raises:
         ZeusProfileError: A file is missing or malformed, or holds no data for the workload.
+
+    Example:
+        >>> folder = default_trace_dir()
+        >>> trace = load_workload_trace(
+        ...     NSDI23_WORKLOADS[4], folder / "summary_train.csv", folder / "summary_power_v100.csv"
+        ... )
+        >>> trace.gpu, trace.batch_sizes[:3]
+        ('v100', (8, 12, 16))
     """
     train_csv, power_csv = Path(train_csv), Path(power_csv)
     epochs = _read_epochs(workload, power_csv)
@@ -277,6 +303,10 @@ def load_nsdi23_traces(
 
     Raises:
         ZeusProfileError: A trace file is missing or malformed.
+
+    Example:
+        >>> [t.workload.dataset for t in load_nsdi23_traces("a40")][:2]
+        ['cifar100', 'imagenet']
     """
     folder = Path(trace_dir) if trace_dir is not None else default_trace_dir()
     power = Path(power_trace) if power_trace is not None else folder / f"summary_power_{gpu}.csv"

@@ -54,7 +54,7 @@ try:
     from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 except ModuleNotFoundError as _err:  # pragma: no cover - depends on the environment
     raise ModuleNotFoundError(
-        f"zeus_core.optimizer.batch_size.db needs SQLAlchemy ({_err}); pip install 'zeus-suite[server]'"
+        f"the batch-size optimizer's service needs SQLAlchemy ({_err}); pip install 'zeus-suite[server]'"
     ) from _err
 
 from zeus_core.exceptions import ZeusConfigError
@@ -294,8 +294,8 @@ class Database:
         ...     version = await db.schema_version()
         ...     await db.dispose()
         ...     return version
-        >>> asyncio.run(demo())
-        1
+        >>> asyncio.run(demo()) == SCHEMA_VERSION
+        True
     """
 
     def __init__(self, url_or_path: str | Path, *, echo_sql: bool = False) -> None:
