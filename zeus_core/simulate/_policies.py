@@ -79,19 +79,18 @@ class Policy(Protocol):
     """A knob-choosing policy for one recurring job.
 
     Example:
-        A policy that always plays batch size 32 at a just-in-time power limit::
+        A policy that always plays batch size 32 at a just-in-time power limit:
 
-            class Always32:
-                name = "always-32"
-
-                def choose(self, trial_number: int) -> Choice:
-                    return Choice(32, None)
-
-                def observe(self, outcome: TrialOutcome) -> None:
-                    pass
-
-                def should_stop(self, cost_so_far, epoch, next_epoch_cost) -> bool:
-                    return False
+        >>> class Always32:
+        ...     name = "always-32"
+        ...     def choose(self, trial_number: int) -> Choice:
+        ...         return Choice(32, None)
+        ...     def observe(self, outcome: TrialOutcome) -> None:
+        ...         pass
+        ...     def should_stop(self, cost_so_far: float, epoch: int, next_epoch_cost: float) -> bool:
+        ...         return False
+        >>> Always32().choose(1).batch_size
+        32
     """
 
     name: str
@@ -335,6 +334,12 @@ POLICIES: dict[str, PolicyFactory] = {
     "grid": lambda trace, seed, eta, beta: GridSearchPolicy(trace, beta),
     "zeus-0.16": _published_zeus,
 }
+"""Policies by name, for :func:`make_policy` and ``zeus-suite reproduce``.
+
+Example:
+    >>> sorted(POLICIES)
+    ['default', 'grid', 'zeus', 'zeus-0.16']
+"""
 
 
 def make_policy(

@@ -85,6 +85,12 @@ NSDI23_WORKLOADS: tuple[Workload, ...] = (
     Workload("squad", "bert_base_uncased", "adamw", 84.0, 6, 32),
     Workload("sentiment140", "bert_base_uncased", "adamw", 0.84, 10, 128),
 )
+"""The six workloads of the NSDI'23 traces, with their target metrics and default batch sizes.
+
+Example:
+    >>> [w.dataset for w in NSDI23_WORKLOADS][:3]
+    ['cifar100', 'imagenet', 'librispeech']
+"""
 
 
 @dataclass(frozen=True)
