@@ -38,6 +38,7 @@ if importlib.util.find_spec("accelerate") is None:  # pragma: no cover - exercis
 from zeus_core.callback import TrainingProtocol
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.training._insights import EnergyInsights
 from zeus_core.training._lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
 
 if TYPE_CHECKING:
@@ -57,7 +58,9 @@ class ZeusAccelerateHook(LifecycleResults):
     ``power/val/avg_w``; every ``log_every_n_steps`` optimizer steps ``energy/step_j``,
     ``time/step_s``, ``power/step_avg_w``; at the end ``energy/train_j``, ``time/train_s``,
     ``power/train_avg_w`` and ``energy/train_{gpu,cpu,dram}_j``. Every dictionary has
-    ``simulated`` and ``estimated`` (1.0 or 0.0). Across processes the figures are the job's:
+    ``simulated`` and ``estimated`` (1.0 or 0.0), and the energy insights (J/sample, J/token,
+    forecast, carbon, cost; see :class:`~zeus_core.training._insights.EnergyInsights`). Across
+    processes the figures are the job's:
     energy summed over processes, time the longest; CPU and DRAM are read by each machine's first
     process only.
 
@@ -76,6 +79,8 @@ class ZeusAccelerateHook(LifecycleResults):
             before calling ``load_state``.
         verbose: Show epoch and run summaries on the console (main process).
         simulate: Simulate this GPU model (``"a40"``, ``"a100"``, ``"h100"``) when no GPU is found.
+        insights: Carbon region and price, the run's length (``total_epochs=``) for the forecast,
+            run-record folder (default: the accelerator's ``project_dir``).
 
     Raises:
         ZeusConfigError: No model or optimizer was given, ``log_every_n_steps`` is not positive,
@@ -110,6 +115,7 @@ class ZeusAccelerateHook(LifecycleResults):
         checkpoint: bool = True,
         verbose: bool = True,
         simulate: str | None = None,
+        insights: EnergyInsights | None = None,
     ) -> None:
         self.models = _as_list(models, "models")
         self.optimizers = _as_list(optimizers, "optimizers")
@@ -121,6 +127,7 @@ class ZeusAccelerateHook(LifecycleResults):
             include_validation=include_validation,
             verbose=verbose,
             simulate=simulate,
+            insights=insights,
         )
         self.accelerator = accelerator
         self.checkpoint = checkpoint
@@ -150,7 +157,7 @@ class ZeusAccelerateHook(LifecycleResults):
             gpu_indices_of([self.accelerator.device]), rank_on_machine=self.accelerator.local_process_index
         )
         for model in self.models:
-            self._handles.append(model.register_forward_pre_hook(self._before_forward))
+            self._handles.append(model.register_forward_pre_hook(self._before_forward, with_kwargs=True))
         for opt in self.optimizers:
             inner = getattr(opt, "optimizer", opt)  # AcceleratedOptimizer wraps the torch optimizer
             self._handles.append(inner.register_step_post_hook(self._after_optimizer_step))
@@ -198,7 +205,7 @@ class ZeusAccelerateHook(LifecycleResults):
         self.end(failed=exc_type is not None)
 
     # -- hooks ------------------------------------------------------------------------------------------
-    def _before_forward(self, module: torch.nn.Module, args: Any) -> None:
+    def _before_forward(self, module: torch.nn.Module, args: Any, kwargs: Any) -> None:
         if self._ended:
             return
         if not module.training:
@@ -211,10 +218,12 @@ class ZeusAccelerateHook(LifecycleResults):
                 self._close_epoch()
         if not self.lifecycle.training:
             self.lifecycle.begin_train()
+            self.lifecycle.plan(run_dir=getattr(self.accelerator, "project_dir", None))
         self.lifecycle.begin_epoch()
         if not self._step_open:
             self._step_open = True
             self.lifecycle.begin_step()
+        self.lifecycle.count_batch(args=args, kwargs=kwargs)
         # Flags of the micro-batch about to run: accumulate() has set sync_gradients already.
         self._window_done = bool(self.accelerator.sync_gradients)
         self._epoch_done = self._window_done and bool(self.accelerator.gradient_state.end_of_dataloader)
@@ -272,7 +281,7 @@ def attach(
         optimizers: The prepared optimizer(s).
         **options: Keyword options of :class:`ZeusAccelerateHook` (``zeus_optimizer``,
             ``monitor``, ``log_every_n_steps``, ``include_validation``, ``checkpoint``,
-            ``verbose``, ``simulate``).
+            ``verbose``, ``simulate``, ``insights``).
 
     Returns:
         The attached hook; leaving its ``with`` block (or calling ``end()``) ends training.

@@ -11,7 +11,7 @@ has methods named like Lightning's hooks and maps them onto a
 * ``on_train_epoch_start`` / ``on_train_epoch_end``: an epoch;
 * ``on_train_batch_start`` / ``on_train_batch_end``: an optimizer step (pass ``steps=k`` to
   ``on_train_batch_end`` when a batch made k optimizer steps, or ``steps=0`` for an accumulation
-  micro-batch);
+  micro-batch; pass ``batch=batch`` too for J/sample and J/token);
 * ``on_validation_start`` / ``on_validation_end`` (also ``on_test_*``, ``on_predict_*``): a stage
   (``energy/val/...``), excluded from training figures unless ``include_validation=True``.
 
@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from zeus_core.callback import TrainingProtocol
 from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.training._insights import EnergyInsights
 from zeus_core.training._lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
 
 if TYPE_CHECKING:
@@ -56,6 +57,8 @@ class ZeusFabricCallback(LifecycleResults):
         include_validation: Count stages inside the training windows.
         verbose: Show epoch and run summaries on the console (rank zero).
         simulate: Simulate this GPU model (``"a40"``, ``"a100"``, ``"h100"``) when no GPU is found.
+        insights: Carbon region and price, the run's length (``total_epochs=``) for the forecast,
+            run-record folder (default: the first logger's ``log_dir``).
 
     Raises:
         ZeusConfigError: A bad optimizer, step count or ``simulate`` name.
@@ -86,6 +89,7 @@ class ZeusFabricCallback(LifecycleResults):
         include_validation: bool = False,
         verbose: bool = True,
         simulate: str | None = None,
+        insights: EnergyInsights | None = None,
     ) -> None:
         self.lifecycle = TrainingLifecycle(
             "ZeusFabricCallback",
@@ -95,6 +99,7 @@ class ZeusFabricCallback(LifecycleResults):
             include_validation=include_validation,
             verbose=verbose,
             simulate=simulate,
+            insights=insights,
         )
         self._fabric: Callable[[], Fabric | None] = lambda: None
         self._step_open = False
@@ -123,6 +128,8 @@ class ZeusFabricCallback(LifecycleResults):
         self.setup(fabric)
         self._step_open = False
         self.lifecycle.begin_train()
+        loggers = getattr(self._fabric(), "loggers", None) or [None]
+        self.lifecycle.plan(run_dir=getattr(loggers[0], "log_dir", None))
 
     def on_train_epoch_start(self) -> None:
         """An epoch begins."""
@@ -134,8 +141,13 @@ class ZeusFabricCallback(LifecycleResults):
             self._step_open = True
             self.lifecycle.begin_step()
 
-    def on_train_batch_end(self, steps: int = 1) -> None:
-        """A batch ended after ``steps`` optimizer steps (``0``: a micro-batch of an accumulation)."""
+    def on_train_batch_end(self, steps: int = 1, batch: Any = None) -> None:
+        """A batch ended after ``steps`` optimizer steps (``0``: a micro-batch of an accumulation).
+
+        Pass the ``batch`` to count its samples and tokens (J/sample, J/token).
+        """
+        if batch is not None:
+            self.lifecycle.count_batch(batch)
         if self._step_open and steps > 0:
             self._step_open = False
             self._log(self.lifecycle.end_step(steps))

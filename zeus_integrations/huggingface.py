@@ -40,6 +40,7 @@ from zeus_core import console, distributed
 from zeus_core.callback import TrainingProtocol
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
+from zeus_core.training._insights import EnergyInsights
 from zeus_core.training._lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
 from zeus_core.training._trial_reporter import trial_reporter
 
@@ -93,7 +94,10 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState, LifecycleResults):
           ``energy/train_j``, ``energy/train_gpu_j``, ``energy/train_cpu_j``, ``energy/train_dram_j``
           (J), ``time/train_s`` (s), ``power/train_avg_w`` (W);
         * in every entry: ``simulated`` (1.0 when a simulated device was measured) and
-          ``estimated`` (1.0 when some GPU energy was integrated from sampled power).
+          ``estimated`` (1.0 when some GPU energy was integrated from sampled power);
+        * the energy insights with the epoch and run entries (J/sample, J/token from the training
+          batches' ``input_ids``, forecast, carbon, cost; see
+          :class:`~zeus_core.training._insights.EnergyInsights`).
 
     Checkpoints: the totals so far, the epoch history and each protocol object's ``state_dict()``
     are saved in the checkpoint's ``trainer_state.json`` (``ExportableState``) and restored when
@@ -115,6 +119,7 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState, LifecycleResults):
             (e.g. ``"eval_accuracy"``); required with ``batch_size_optimizer``.
         verbose: Show epoch and run summaries on the console (rank zero).
         simulate: Simulate this GPU model (``"a40"``, ``"a100"``, ``"h100"``) when no GPU is found.
+        insights: Carbon region and price, run-record folder (default: ``args.output_dir``).
 
     Raises:
         ZeusConfigError: ``optimizer`` does not implement the protocol, ``log_every_n_steps`` < 1,
@@ -141,6 +146,7 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState, LifecycleResults):
         metric_name: str | None = None,
         verbose: bool = True,
         simulate: str | None = None,
+        insights: EnergyInsights | None = None,
     ) -> None:
         self.lifecycle = TrainingLifecycle(
             "ZeusTrainerCallback",
@@ -151,6 +157,7 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState, LifecycleResults):
             verbose=verbose,
             simulate=simulate,
             trial_reporter=trial_reporter("ZeusTrainerCallback", batch_size_optimizer, metric_name),
+            insights=insights,
         )
         self._trainer_ref: Callable[[], Trainer | None] = lambda: None
         self._hooked: Callable[[], Any] = lambda: None  # the model carrying our forward pre-hook
@@ -193,12 +200,14 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState, LifecycleResults):
             self._hook.remove()
         me = weakref.ref(self)
 
-        def before_forward(module: Any, inputs: Any) -> None:
+        def before_forward(module: Any, args: Any, kwargs: Any) -> None:
             cb = me()
             if cb is not None and not module.training:
                 cb._begin_stage()
+            elif cb is not None:
+                cb.lifecycle.count_batch(args=args, kwargs=kwargs)  # samples and tokens of a micro-batch
 
-        self._hook = model.register_forward_pre_hook(before_forward)
+        self._hook = model.register_forward_pre_hook(before_forward, with_kwargs=True)
         self._hooked = weakref.ref(model)
 
     def _setup(self, args: TrainingArguments, model: Any) -> None:
@@ -234,6 +243,7 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState, LifecycleResults):
         self._snapshot, self._unreported_epoch, self._last_eval = None, None, {}
         self._warn_unbound_integrations(args)
         self.lifecycle.begin_train()
+        self.lifecycle.plan(state.num_train_epochs, state.max_steps, args.output_dir)
 
     @override
     def on_epoch_begin(

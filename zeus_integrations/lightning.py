@@ -38,6 +38,7 @@ from typing_extensions import override
 from zeus_core.callback import TrainingProtocol
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
+from zeus_core.training._insights import EnergyInsights
 from zeus_core.training._lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
 from zeus_core.training._tracker import metric_key
 from zeus_core.training._trial_reporter import TrialReporter, trial_reporter
@@ -72,7 +73,9 @@ class ZeusCallback(Callback, LifecycleResults):
       ``energy/step_j`` (J), ``time/step_s`` (s), ``power/step_avg_w`` (W);
     * when the fit ends (also when it fails), to ``trainer.loggers``: ``energy/train_j``,
       ``time/train_s``, ``power/train_avg_w``, ``energy/train_gpu_j``, ``energy/train_cpu_j``,
-      ``energy/train_dram_j``.
+      ``energy/train_dram_j``;
+    * the energy insights (J/sample, J/token, forecast, carbon, cost; see
+      :class:`~zeus_core.training._insights.EnergyInsights`) with the epoch and fit figures.
 
     Each epoch's summary is shown on the console (rank zero; ``verbose=False`` or
     ``ZEUS_SUITE_QUIET=1`` turn it off). The callback's state (totals, epoch history, the
@@ -94,6 +97,7 @@ class ZeusCallback(Callback, LifecycleResults):
             required with ``batch_size_optimizer``.
         verbose: Show epoch and run summaries on the console.
         simulate: Simulate this GPU model (``"a40"``, ``"a100"``, ``"h100"``) when no GPU is found.
+        insights: Carbon region and price, run length, run-record folder (default: the logger's).
 
     Raises:
         ZeusConfigError: ``log_every_n_steps`` is not positive, ``optimizer`` does not
@@ -122,6 +126,7 @@ class ZeusCallback(Callback, LifecycleResults):
         metric_name: str | None = None,
         verbose: bool = True,
         simulate: str | None = None,
+        insights: EnergyInsights | None = None,
     ) -> None:
         self.lifecycle = TrainingLifecycle(
             "ZeusCallback",
@@ -132,6 +137,7 @@ class ZeusCallback(Callback, LifecycleResults):
             verbose=verbose,
             simulate=simulate,
             trial_reporter=trial_reporter("ZeusCallback", batch_size_optimizer, metric_name),
+            insights=insights,
         )
         self.prog_bar = prog_bar
         self._metric_name = metric_name
@@ -174,6 +180,7 @@ class ZeusCallback(Callback, LifecycleResults):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._step_open = False
         self.lifecycle.begin_train()
+        self.lifecycle.plan(trainer.max_epochs, _planned_steps(trainer), trainer.log_dir)
 
     @override
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -192,6 +199,7 @@ class ZeusCallback(Callback, LifecycleResults):
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
+        self.lifecycle.count_batch(batch)
         if self._step_open and trainer.global_step != self._step_start:
             self._end_step(trainer)
 
@@ -302,6 +310,14 @@ class ZeusCallback(Callback, LifecycleResults):
         if totals:
             for lg in trainer.loggers:
                 lg.log_metrics(totals, step=trainer.global_step)
+
+
+def _planned_steps(trainer: pl.Trainer) -> float | None:
+    """The fit's optimizer steps as Lightning estimates them (``None`` where it cannot)."""
+    try:
+        return float(trainer.estimated_stepping_batches)
+    except Exception:  # e.g. an iterable data set without a length
+        return None
 
 
 def _trained_gpus(trainer: pl.Trainer) -> list[int] | None:

@@ -34,6 +34,8 @@ FOUNDATION: dict[str, set[str]] = {
     "zeus_core.monitor.measurement": set(),
     "zeus_core.data": {"zeus_core.exceptions"},  # the bundled measured data
     "zeus_core.data.__main__": {"zeus_core.data", "zeus_core.exceptions"},
+    # carbon intensity and cost of energy (the shipped table, a user's value, live providers)
+    "zeus_core.carbon": {"zeus_core.carbon._footprint", "zeus_core.carbon._table"},
 }
 
 # What the device layer may stand on besides itself.
@@ -49,7 +51,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", tuple(FOUNDATION)),
     # settings (and its process-wide exit hooks): recording and restoring GPU settings
     ("device", ("zeus_core.device", "zeus_core.settings", "zeus_core._restore_hooks")),
-    ("monitor", ("zeus_core.monitor",)),
+    ("monitor", ("zeus_core.monitor", "zeus_core.profile")),
     ("optimizers", ("zeus_core.optimizer",)),
     # simulated devices and fakes: built on the devices and on the optimizers' data (Perseus profiles)
     ("testing", ("zeus_core.testing",)),
@@ -57,6 +59,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("training", ("zeus_core.training",)),
     ("simulate", ("zeus_core.simulate",)),
     ("integrations", ("zeus_integrations",)),
+    # `zeus-suite report`: reads run folders, draws; nothing in the library imports it
+    ("report", ("zeus_core.report",)),
 ]
 OUTSIDE_LAYERS = {"zeus_core", "zeus_core._cli", "zeus_core._lazy", "zeus_integrations", *DEVICE_COMMANDS}
 

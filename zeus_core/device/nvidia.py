@@ -18,7 +18,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Mapping
 
 from zeus_core.device import privileges
-from zeus_core.device.base import GPU, PowerLimitConstraints
+from zeus_core.device.base import GPU, ClockEventReasons, PowerLimitConstraints
 from zeus_core.device.registry import Unavailable
 from zeus_core.device.visibility import parse_visible_devices
 from zeus_core.exceptions import (
@@ -413,6 +413,22 @@ class NVIDIAGPU(GPU):
         except nvml.NVMLError:
             return None
         return int(value.value.uiVal) if value.nvmlReturn == 0 else None
+
+    # -- temperature and clock events -------------------------------------------------------------
+    def get_temperature(self) -> float:
+        """GPU die temperature, °C (``nvmlDeviceGetTemperatureV``, or the older call on old bindings)."""
+        sensor = getattr(self._nvml, "NVML_TEMPERATURE_GPU", 0)
+        if hasattr(self._nvml, "nvmlDeviceGetTemperatureV"):
+            return float(self._call("get_temperature()", "nvmlDeviceGetTemperatureV", sensor))
+        return float(self._call("get_temperature()", "nvmlDeviceGetTemperature", sensor))
+
+    def get_clock_event_reasons(self) -> ClockEventReasons:
+        """Why the clocks are below their maximum now (NVML's clock-event, formerly throttle, reasons)."""
+        if hasattr(self._nvml, "nvmlDeviceGetCurrentClocksEventReasons"):
+            mask = self._call("get_clock_event_reasons()", "nvmlDeviceGetCurrentClocksEventReasons")
+        else:
+            mask = self._call("get_clock_event_reasons()", "nvmlDeviceGetCurrentClocksThrottleReasons")
+        return ClockEventReasons(int(mask))
 
     def describe(self) -> str:
         """One line, e.g. ``"GPU 0: NVIDIA A40 (NVML 2)"`` when ``CUDA_VISIBLE_DEVICES`` remaps it."""

@@ -30,6 +30,7 @@ from zeus_core.callback import TrainingProtocol
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.testing import PhysicalModel, SimulatedGPU
+from zeus_core.training._insights import EnergyInsights, InsightsRun
 from zeus_core.training._tracker import STAGES, TrainingTracker, check_tracker_args, metric_key, stage_key
 
 if TYPE_CHECKING:
@@ -119,6 +120,8 @@ class TrainingLifecycle:
         trial_reporter: The batch-size trial of this run (see
             :func:`~zeus_core.training._trial_reporter.trial_reporter`): started with the
             run, ended with it (abandoned when the run fails or is left open).
+        insights: J/sample, forecast, carbon, cost and the run record (default: an
+            :class:`~zeus_core.training._insights.EnergyInsights` with its defaults).
 
     Raises:
         ZeusConfigError: A bad optimizer, step count or ``simulate`` name.
@@ -135,8 +138,11 @@ class TrainingLifecycle:
         verbose: bool = True,
         simulate: str | None = None,
         trial_reporter: TrialReporter | None = None,
+        insights: EnergyInsights | None = None,
     ) -> None:
         self.who = who
+        self.insights = insights if insights is not None else EnergyInsights()
+        self.insights_run: InsightsRun | None = None
         self.trial_reporter = trial_reporter
         self.optimizers = check_tracker_args(who, optimizers, log_every_n_steps)
         if simulate is not None:
@@ -162,6 +168,7 @@ class TrainingLifecycle:
         if self._own_monitor:  # rebuilt for the new process's devices by setup()
             state.update(monitor=None, tracker=None, _own_monitor=False, _sim_gpus=[])
         state["_finalizer"] = None
+        state["insights_run"] = None
         return state
 
     # -- set-up -------------------------------------------------------------------------------------
@@ -257,6 +264,7 @@ class TrainingLifecycle:
         if self.trial_reporter is not None:
             self.trial_reporter.start()
         tracker.on_train_begin()
+        self.insights_run = self.insights.begin(self.who, self.monitor)
         # Guarantees on_train_end (and so the optimizers' restore) at garbage collection or exit.
         self._finalizer = weakref.finalize(self, _abort_run, tracker, self.trial_reporter, self.who)
 
@@ -264,6 +272,8 @@ class TrainingLifecycle:
         """Open an epoch (no-op outside a run or inside an open epoch)."""
         if self.training and not self.in_epoch:
             self.require_tracker().on_epoch_begin()
+            if self.insights_run is not None:
+                self.insights_run.epoch_begin(self.steps_done)
 
     def begin_step(self) -> None:
         """Open an optimizer step (the simulated GPU, if any, computes until :meth:`end_step`).
@@ -286,6 +296,8 @@ class TrainingLifecycle:
         self._set_busy(False)
         tracker = self.require_tracker()
         tracker.on_step_end(steps)
+        if self.insights_run is not None:
+            self.insights_run.step_end(tracker)
         return dict(tracker.step_metrics)
 
     def end_epoch(self) -> dict[str, float]:
@@ -301,6 +313,8 @@ class TrainingLifecycle:
                 f"Epoch {len(self.epoch_history)}: {_summary(metrics, metric_key, 'epoch')}"
                 + _extras(self.optimizer_metrics())
             )
+        if self.insights_run is not None:
+            metrics.update(self.insights_run.epoch_end(dict(metrics), tracker.steps_done))
         return metrics
 
     def end_train(self) -> dict[str, float]:
@@ -326,6 +340,9 @@ class TrainingLifecycle:
             self.train_metrics = dict(tracker.train_metrics)
             if self.trial_reporter is not None:
                 self.trial_reporter.end(failed=failed)
+        run, self.insights_run = self.insights_run, None
+        if run is not None and self.train_metrics:
+            self.train_metrics.update(run.train_end(self.train_metrics, failed, self.optimizers))
         if self.verbose and self.train_metrics:
             summary = _summary(self.train_metrics, metric_key, "train")
             if failed:
@@ -352,6 +369,8 @@ class TrainingLifecycle:
         self._stage = stage
         self._set_busy(True)
         tracker.begin_stage()
+        if self.insights_run is not None:
+            self.insights_run.stage_begin()
 
     def end_stage(self, stage: str | None = None) -> dict[str, float]:
         """Close the stage window (a collective); training counts again. Returns its figures."""
@@ -365,9 +384,22 @@ class TrainingLifecycle:
         if self.training and not self.include_validation:
             tracker.resume()
         self.stage_history[name].append(metrics)
+        if self.insights_run is not None:
+            self.insights_run.stage_end(name, metrics)
         if self.verbose:
             console.info(f"{_STAGE_TITLE[name]}: {_summary(metrics, stage_key, name)}")
         return metrics
+
+    # -- energy insights ------------------------------------------------------------------------------
+    def plan(self, epochs: float | None = None, steps: float | None = None, run_dir: Any = None) -> None:
+        """What the framework knows of the run: planned epochs and optimizer steps, its output folder."""
+        if self.insights_run is not None:
+            self.insights_run.plan(epochs, steps, run_dir)
+
+    def count_batch(self, batch: Any = None, args: Any = None, kwargs: Any = None) -> None:
+        """Count a training batch (or a model call's ``args``/``kwargs``) for J/sample and J/token."""
+        if self.insights_run is not None and self._stage is None and not self.require_tracker().stage_open:
+            self.insights_run.count(batch, args, kwargs)
 
     # -- results ------------------------------------------------------------------------------------------
     def report_epoch(self, epoch: dict[str, float], metrics: Any) -> bool:
