@@ -146,7 +146,7 @@ class _Session:
         return max(now.values()) if now else None
 
     def calls_for(self, seconds: float, call_time_s: float) -> int:
-        return max(1, math.ceil(seconds / max(call_time_s, 1e-9)))
+        return max(1, math.ceil(seconds / max(call_time_s, 1e-9) - 1e-6))  # 5.000000001 calls are 5
 
     def cool(self, fixed_s: float | None, tolerance_c: float, max_s: float) -> float:
         """Wait ``fixed_s``, or until the GPUs are within ``tolerance_c`` of the baseline; s waited."""

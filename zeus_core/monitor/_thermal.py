@@ -231,7 +231,7 @@ class ThermalCheck:
 
     Attributes:
         throttled_s: Time some GPU spent in a thermal or hardware slowdown inside the window, s.
-        drift_c: The largest temperature change of a GPU across the window, °C.
+        drift_c: The largest temperature change of a GPU up to the window's end, °C.
         samples: Temperature samples taken inside the window, over all GPUs.
         throttled: Whether the slowdown share exceeded what was allowed.
         settling: Whether the temperature was still moving by more than allowed.
@@ -270,14 +270,17 @@ def check_window(
     end: float,
     *,
     max_drift_c: float = 3.0,
+    lookback_s: float = 60.0,
     max_slowdown_share: float = 0.0,
 ) -> ThermalCheck:
     """Was the window ``[start, end]`` throttled, or taken before the GPUs' temperature had settled?
 
     A window is throttled when some GPU spent more than ``max_slowdown_share`` of it in a thermal
     or hardware slowdown (a power cap, what a power limit does, does not count); it is settling
-    when some GPU's temperature changed by more than ``max_drift_c`` across it (from the samples
-    nearest its two ends). Without temperature samples the window is judged by slowdown alone.
+    when some GPU's temperature changed by more than ``max_drift_c`` from ``lookback_s`` before its
+    end (or its start, if earlier) to its end: a short window in the slow approach to a steady
+    temperature moves little itself, so the look back spans about one thermal time constant.
+    Without temperature samples the window is judged by slowdown alone.
     The power-limit optimizer can discard a window for which this is false and measure the
     limit again (after the GPU has settled at it).
 
@@ -285,7 +288,8 @@ def check_window(
         monitor: A :class:`TemperatureMonitor` sampling the window's GPUs (on the same clock).
         start: Window start, s (the monitor's clock).
         end: Window end, s.
-        max_drift_c: Largest temperature change across the window still called settled, °C.
+        max_drift_c: Largest temperature change still called settled, °C.
+        lookback_s: How far before the window's end the temperature change is measured from, s.
         max_slowdown_share: Largest share of the window a GPU may spend slowed down, 0–1.
 
     Returns:
@@ -310,7 +314,7 @@ def check_window(
     for samples in monitor.get_temperature_timeline().values():
         if not samples:
             continue
-        first = min(samples, key=lambda p: abs(p[0] - start))
+        first = min(samples, key=lambda p: abs(p[0] - min(start, end - lookback_s)))
         last = min(samples, key=lambda p: abs(p[0] - end))
         count += sum(1 for t, _ in samples if start <= t <= end)
         if abs(last[1] - first[1]) > abs(drift):

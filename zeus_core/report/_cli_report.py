@@ -10,8 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from zeus_core.exceptions import ZeusError
+
+if TYPE_CHECKING:
+    from zeus_core.report._load import RunData
 
 __all__ = ["add_arguments", "run"]
 
@@ -48,13 +52,15 @@ def run(args: argparse.Namespace) -> int:
     try:
         data = load_run(args.run)
         footprint = None
-        if args.region or args.intensity is not None or args.price_per_kwh is not None:
+        if args.region or args.intensity is not None or data.footprint is None:
             footprint = Footprint(
                 args.region,
                 intensity_g_per_kwh=args.intensity,
                 price_per_kwh=args.price_per_kwh,
                 currency=args.currency or "USD",
             )
+        elif args.price_per_kwh is not None:  # the recorded intensity stays, the price is new
+            _reprice(data, args.price_per_kwh, args.currency or "USD")
         page = render_html(data, footprint)
     except ZeusError as e:
         print(f"zeus-suite report: {e}", file=sys.stderr)
@@ -65,3 +71,14 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         print_summary(data, footprint, out)
     return 0
+
+
+def _reprice(data: RunData, price_per_kwh: float, currency: str) -> None:
+    """Cost of the run (and of each epoch) at another price, in place."""
+    data.footprint = data.footprint or {}
+    data.footprint = {**data.footprint, "price_per_kwh": price_per_kwh, "currency": currency}
+    if "energy/train_j" in data.train:
+        data.train["energy/train_cost"] = data.train["energy/train_j"] / 3.6e6 * price_per_kwh
+    for epoch in data.epochs:
+        if "energy/epoch_j" in epoch["metrics"]:
+            epoch["metrics"]["energy/cost"] = epoch["metrics"]["energy/epoch_j"] / 3.6e6 * price_per_kwh
