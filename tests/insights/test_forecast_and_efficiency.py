@@ -87,3 +87,12 @@ def test_planned_steps_win_and_unknown_length_gives_no_forecast() -> None:
     forecast = g.epoch_end(10, 1.0, 10.0)
     assert forecast is not None and forecast.total_steps == 25 and forecast.energy_j == pytest.approx(25.0)
     assert g.error_pct(0.0, 1.0) is None
+
+
+def test_what_the_run_spent_outside_epochs_is_part_of_the_forecast() -> None:
+    f = Forecaster(total_epochs=4)
+    forecast = f.epoch_end(10, 1.0, 10.0, spent=(3.0, 25.0))  # 2 s and 15 J of set-up before epoch 1
+    assert forecast is not None
+    assert forecast.energy_j == pytest.approx(25.0 + 3 * 10.0) and forecast.time_s == pytest.approx(
+        3.0 + 3 * 1.0
+    )

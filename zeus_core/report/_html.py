@@ -10,9 +10,9 @@ from typing import Any
 from zeus_core.carbon import Footprint
 from zeus_core.report._load import RunData
 from zeus_core.report._plots import FIGURES
-from zeus_core.training._insights import format_duration, format_energy
+from zeus_core.training._insights import format_duration, format_energy, format_money
 
-__all__ = ["render_html", "headline", "format_money"]
+__all__ = ["render_html", "headline"]
 
 _CSS = """
 body{font-family:-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;margin:0;
@@ -206,15 +206,9 @@ def _tables(run: RunData) -> list[str]:
     return out
 
 
-def format_money(amount: float) -> str:
-    """``12.345`` -> ``"12.35"``; small amounts keep two significant digits without an exponent."""
-    if amount == 0 or abs(amount) >= 0.01:
-        return f"{amount:.2f}"
-    digits = 1 - int(f"{abs(amount):e}".split("e")[1])
-    return f"{amount:.{digits}f}"
-
-
 def _num(value: Any) -> str:
     if value is None:
         return ""
-    return f"{value:.4g}" if isinstance(value, float) else _e(value)
+    if isinstance(value, float):
+        return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
+    return _e(value)

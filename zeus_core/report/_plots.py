@@ -42,6 +42,12 @@ def _scale(joules: list[float]) -> tuple[float, str]:
     return 1.0, "J"
 
 
+def _integer_ticks(ax: Any) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def power_figure(run: RunData) -> bytes | None:
     """Power per GPU over time, temperature on a second axis, slowdowns, epochs and evaluation marked."""
     if not run.power:
@@ -107,6 +113,7 @@ def energy_figure(run: RunData) -> bytes | None:
     xs = [e.get("epoch", i + 1) for i, e in enumerate(run.epochs)]
     ax.bar(xs, [v / scale for v in energies], color="#9ecae1", edgecolor="#1f77b4", label="energy per epoch")
     ax.set_xlabel("epoch")
+    _integer_ticks(ax)
     ax.set_ylabel(f"energy ({unit})")
     key = (
         "energy/j_per_token"
@@ -160,6 +167,7 @@ def forecast_figure(run: RunData) -> bytes | None:
             fontsize=9,
         )
         ax.set_xlabel("epochs finished")
+        _integer_ticks(ax)
         ax.set_ylabel(f"whole run {what} ({unit})")
         lo = min([*values, outcome]) / scale
         hi = max([*values, outcome]) / scale

@@ -3,7 +3,8 @@
 Adapters (``zeus_integrations``) translate their framework's events into one
 :class:`TrainingLifecycle`, which begins and ends the measurement once, keeps the
 :class:`TrainingTracker`'s per-step and per-epoch time and energy, drives the optimizers, and
-reports finished epochs to a batch-size trial (:class:`TrialReporter`).
+reports finished epochs to a batch-size trial (:class:`TrialReporter`). :class:`EnergyInsights`
+configures what adapters add to their figures: J/sample and J/token, a forecast, carbon and cost.
 
 Example:
     >>> from zeus_core.training import TrainingLifecycle
@@ -11,8 +12,9 @@ Example:
     'TrainingLifecycle'
 """
 
+from zeus_core.training._insights import EnergyInsights
 from zeus_core.training._lifecycle import LifecycleResults, TrainingLifecycle
 from zeus_core.training._tracker import TrainingTracker
 from zeus_core.training._trial_reporter import TrialReporter
 
-__all__ = ["LifecycleResults", "TrainingLifecycle", "TrainingTracker", "TrialReporter"]
+__all__ = ["EnergyInsights", "LifecycleResults", "TrainingLifecycle", "TrainingTracker", "TrialReporter"]

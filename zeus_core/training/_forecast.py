@@ -4,10 +4,10 @@ After the first epoch, the rate comes from the part of it after warm-up: the tra
 is read at steps 1, 2, 4, 8, ... (a handful of reads), and the first of those points after which
 the energy per step stays within ``tolerance`` of the epoch's second half marks the end of warm-up
 (compilation, autotuning, caches, a GPU still heating up). Later epochs add their steps and energy
-to that steady rate. The forecast is what was spent so far plus the remaining steps at that rate;
-remaining steps come from the planned total steps, or planned epochs times steps per epoch.
-Evaluation is not in the epochs' figures (the tracker pauses), so it is not in the forecast.
-See docs/insights.md ("Forecast after the first epoch").
+to that steady rate. The forecast is what the run spent so far (set-up between epochs included)
+plus the remaining steps at that rate; remaining steps come from the planned total steps, or
+planned epochs times steps per epoch. Evaluation is not in the epochs' figures (the tracker
+pauses), so it is not in the forecast. See docs/insights.md ("A forecast after the first epoch").
 """
 
 from __future__ import annotations
@@ -94,12 +94,22 @@ class Forecaster:
         if self.in_first_epoch:
             self._points.append((int(step_in_epoch), float(time_s), float(energy_j)))
 
-    def epoch_end(self, steps: int, time_s: float, energy_j: float) -> Forecast | None:
-        """Add a finished epoch (its optimizer steps, s, J); the updated forecast, or ``None`` if unknown."""
+    def epoch_end(
+        self, steps: int, time_s: float, energy_j: float, spent: tuple[float, float] | None = None
+    ) -> Forecast | None:
+        """Add a finished epoch; the updated forecast, or ``None`` if the run's length is unknown.
+
+        Args:
+            steps: The epoch's optimizer steps.
+            time_s: The epoch's time, s.
+            energy_j: The epoch's energy, J.
+            spent: The run's time (s) and energy (J) so far, set-up between epochs included
+                (default: the sum of the epochs).
+        """
         if self.in_first_epoch:
             self._warmup = self._warmup_end(steps, time_s, energy_j)
         self.epochs.append(_Epoch(int(steps), float(time_s), float(energy_j)))
-        forecast = self._forecast()
+        forecast = self._forecast(spent)
         if forecast is not None:
             self.latest = forecast
             if self.first is None:
@@ -121,7 +131,7 @@ class Forecaster:
                 return point
         return half
 
-    def _forecast(self) -> Forecast | None:
+    def _forecast(self, spent: tuple[float, float] | None) -> Forecast | None:
         done_steps = sum(e.steps for e in self.epochs)
         if self.total_steps is not None:
             remaining = max(0, self.total_steps - done_steps)
@@ -137,8 +147,10 @@ class Forecaster:
             return None
         steady_time = first.time_s - w_time + sum(e.time_s for e in self.epochs[1:])
         steady_energy = first.energy_j - w_energy + sum(e.energy_j for e in self.epochs[1:])
-        done_time = sum(e.time_s for e in self.epochs)
-        done_energy = sum(e.energy_j for e in self.epochs)
+        done_time, done_energy = spent or (
+            sum(e.time_s for e in self.epochs),
+            sum(e.energy_j for e in self.epochs),
+        )
         return Forecast(
             after_epoch=len(self.epochs),
             energy_j=done_energy + remaining * steady_energy / steady_steps,

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from zeus_core.monitor.energy import ZeusMonitor
     from zeus_core.training._tracker import TrainingTracker
 
-__all__ = ["EnergyInsights", "InsightsRun", "format_energy", "format_duration"]
+__all__ = ["EnergyInsights", "InsightsRun", "format_energy", "format_duration", "format_money"]
 
 logger = logging.getLogger(__name__)
 
@@ -201,7 +201,7 @@ class InsightsRun:
             )
         self._stage_start = None
 
-    def epoch_end(self, metrics: dict[str, float], steps_done: int) -> dict[str, float]:
+    def epoch_end(self, metrics: dict[str, float], tracker: TrainingTracker) -> dict[str, float]:
         """Figures to add to the epoch's (a collective under torch.distributed); shows the first forecast."""
         samples, tokens = self.counter.take()
         if distributed.world_size() > 1:
@@ -212,7 +212,12 @@ class InsightsRun:
         time_s = metrics.get(metric_key("time", "epoch"), 0.0)
         out = efficiency_metrics(energy, samples, tokens if self.counter.saw_tokens else None, "epoch")
         out.update(self._footprint_metrics(energy, "energy/co2_g", "energy/cost"))
-        forecast = self.forecaster.epoch_end(steps_done - self._epoch_step0, time_s, energy)
+        spent_t, spent_e = tracker.running_train()  # the run so far, set-up included (job-wide below)
+        if distributed.world_size() > 1:
+            spent_e = distributed.all_reduce([spent_e], "sum")[0]
+            spent_t = distributed.all_reduce([spent_t], "max")[0]
+        steps = tracker.steps_done - self._epoch_step0
+        forecast = self.forecaster.epoch_end(steps, time_s, energy, spent=(spent_t, spent_e))
         if forecast is not None:
             self.forecasts.append(forecast)
             out["energy/forecast_j"] = forecast.energy_j
@@ -276,8 +281,9 @@ class InsightsRun:
     def _forecast_line(self, f: Forecast) -> str:
         co2 = self.footprint.co2_g(f.energy_j)
         cost = self.footprint.cost(f.energy_j)
-        money = f", {cost:.4g} {self.footprint.currency}" if cost is not None else ""
-        warmup = f"; first {f.warmup_steps} steps left out as warm-up" if f.warmup_steps else ""
+        money = f", {format_money(cost)} {self.footprint.currency}" if cost is not None else ""
+        count = "first step" if f.warmup_steps == 1 else f"first {f.warmup_steps} steps"
+        warmup = f"; {count} left out as warm-up" if f.warmup_steps else ""
         return (
             f"Forecast for the whole run ({f.total_steps} steps): {format_energy(f.energy_j)} in "
             f"{format_duration(f.time_s)}, {co2:.3g} g CO2e{money} (after epoch {f.after_epoch}{warmup}; "
@@ -292,7 +298,7 @@ class InsightsRun:
             parts.append(f"{out['energy/train_j_per_token']:.4g} J/token")
         parts.append(f"{out['energy/train_co2_g']:.3g} g CO2e ({self.footprint.intensity().describe()})")
         if "energy/train_cost" in out:
-            parts.append(f"{out['energy/train_cost']:.4g} {self.footprint.currency}")
+            parts.append(f"{format_money(out['energy/train_cost'])} {self.footprint.currency}")
         text = f"{self.who}: {format_energy(energy)} used: " + ", ".join(parts)
         first = self.forecaster.first
         if first is not None and error is not None:
@@ -349,6 +355,14 @@ def format_energy(joules: float) -> str:
         if abs(joules) >= scale:
             return f"{joules / scale:.3g} {unit}"
     return f"{joules:.3g} J"
+
+
+def format_money(amount: float) -> str:
+    """``12.345`` -> ``"12.35"``; small amounts keep two significant digits without an exponent."""
+    if amount == 0 or abs(amount) >= 0.01:
+        return f"{amount:.2f}"
+    digits = 1 - int(f"{abs(amount):e}".split("e")[1])
+    return f"{amount:.{digits}f}"
 
 
 def format_duration(seconds: float) -> str:

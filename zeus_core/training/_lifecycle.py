@@ -314,7 +314,7 @@ class TrainingLifecycle:
                 + _extras(self.optimizer_metrics())
             )
         if self.insights_run is not None:
-            metrics.update(self.insights_run.epoch_end(dict(metrics), tracker.steps_done))
+            metrics.update(self.insights_run.epoch_end(dict(metrics), tracker))
         return metrics
 
     def end_train(self) -> dict[str, float]:
