@@ -5,7 +5,7 @@ so back-to-back measurements of the same work drift and disagree. :func:`profile
 trial start from the same thermal state and last long enough to average out the energy counter's
 granularity:
 
-1. a few warm-up calls, then calibration: the time of one call;
+1. a few warm-up calls, then calibration: the time of one call, and a warm-up trial;
 2. before each trial, a **cooldown**: wait until every GPU is back within
    ``temperature_tolerance_c`` of its temperature before profiling began (without a temperature
    sensor: a fixed pause as long as the measurement);
@@ -201,12 +201,13 @@ class _Session:
         for _ in range(warmup_calls):
             self.fn()
         clock = self.monitor.clock
+        self.monitor.begin_window(_WINDOW)  # synchronises queued GPU work at both ends
         start = clock()
         calls = 0
         while calls < max_calls and (calls < 3 or clock() - start < min_s):
             self.fn()
             calls += 1
-        elapsed = clock() - start
+        elapsed = self.monitor.end_window(_WINDOW).time
         return distributed.all_reduce([elapsed / calls], "max")[0]
 
 
@@ -253,6 +254,7 @@ def profile(
     measurement_s: float | None = None,
     cooldown_s: float | None = None,
     warmup_calls: int = 3,
+    warmup_trials: int = 1,
     target_rel_std: float = 0.01,
     min_measurement_s: float = 1.0,
     max_measurement_s: float = 32.0,
@@ -272,6 +274,8 @@ def profile(
             ``temperature_tolerance_c`` of where they started (a pause as long as the measurement
             without a temperature sensor).
         warmup_calls: Calls before each trial's window.
+        warmup_trials: Trials run and dropped first, so every kept trial cools down from the same
+            heat (the first would otherwise start cooler than the rest).
         target_rel_std: Relative spread of a duration's trials that ends the duration search.
         min_measurement_s: First measurement duration tried, s.
         max_measurement_s: Longest measurement duration tried, s.
@@ -302,8 +306,14 @@ def profile(
     rejected: list[Trial] = []
     sweep: list[tuple[float, float]] = []
 
+    def fixed_pause(duration: float) -> float | None:
+        """The fixed cooldown, or ``None`` to wait for the temperature (a pause without a sensor)."""
+        if cooldown_s is not None:
+            return cooldown_s
+        return None if session.baseline is not None else duration
+
     def run(duration: float, wanted: int) -> list[Trial]:
-        fixed = cooldown_s if cooldown_s is not None else (None if session.baseline is not None else duration)
+        fixed = fixed_pause(duration)
         out: list[Trial] = []
         attempts = 0
         while len(out) < wanted and attempts < 2 * wanted:
@@ -314,6 +324,9 @@ def profile(
         return out
 
     duration = measurement_s if measurement_s is not None else min_measurement_s
+    for _ in range(warmup_trials):
+        session.cool(fixed_pause(duration), temperature_tolerance_c, max_cooldown_s)
+        session.trial(session.calls_for(duration, call_time), warmup_calls, 0.0)
     while True:
         pilot = run(duration, trials if measurement_s is not None else min(3, trials))
         spread = _rel_std([t.energy_per_call_j for t in pilot])

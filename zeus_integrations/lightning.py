@@ -180,7 +180,8 @@ class ZeusCallback(Callback, LifecycleResults):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._step_open = False
         self.lifecycle.begin_train()
-        self.lifecycle.plan(trainer.max_epochs, _planned_steps(trainer), trainer.log_dir)
+        run_dir = trainer.log_dir if trainer.loggers else None  # no logger: Lightning writes nothing either
+        self.lifecycle.plan(trainer.max_epochs, _planned_steps(trainer), run_dir)
 
     @override
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

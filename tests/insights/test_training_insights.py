@@ -107,8 +107,10 @@ def lightning_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Ze
         live = ElectricityMapsProvider("DE", token="test", timeout_s=1.0)
         footprint = Footprint("DE", provider=live, price_per_kwh=0.30, currency="EUR")
         zeus = ZeusCallback(monitor=monitor, insights=EnergyInsights(footprint=footprint))
-        trainer = pl.Trainer(callbacks=[zeus], **trainer_kwargs(str(folder), max_epochs=EPOCHS))
-        trainer.fit(WarmingUp(gpu), loader(SAMPLES, batch_size=BATCH))
+        trainer = pl.Trainer(
+            callbacks=[zeus], num_sanity_val_steps=0, **trainer_kwargs(str(folder), max_epochs=EPOCHS)
+        )
+        trainer.fit(WarmingUp(gpu), loader(SAMPLES, batch_size=BATCH), loader(4))  # 2 validation batches
         footprint.wait(5.0)
         lines.append(f"tried: {tried}")
     logging.getLogger(console.LOGGER_NAME).removeHandler(handler)
@@ -167,7 +169,10 @@ def test_lightning_forecast_after_epoch_one_is_within_5_percent_of_a_10_epoch_ru
     epoch_one_j = (steps_per_epoch + WARMUP_BATCHES * WARMUP_UNITS) * UNIT_ENERGY_J
     outcome_j = (EPOCHS * steps_per_epoch + WARMUP_BATCHES * WARMUP_UNITS) * UNIT_ENERGY_J
     train = zeus.train_metrics
-    assert train["energy/train_j"] == pytest.approx(outcome_j)
+    assert train["energy/train_j"] == pytest.approx(outcome_j)  # validation (20 units) is not in it
+    assert [s["energy/val/total_j"] for s in zeus.stage_history["val"]] == pytest.approx(
+        [2 * UNIT_ENERGY_J] * EPOCHS
+    )
     first = zeus.epoch_history[0]
     assert first["energy/epoch_j"] == pytest.approx(epoch_one_j)
     assert abs(first["energy/forecast_j"] - outcome_j) / outcome_j < 0.05
@@ -293,6 +298,32 @@ def test_accelerate_loop_logs_joules_per_sample_and_token(tmp_path: Path) -> Non
     assert tracker.column("energy/j_per_sample") == pytest.approx([2 * UNIT_ENERGY_J / 8] * 2)
     assert tracker.column("energy/forecast_j") == pytest.approx([4 * UNIT_ENERGY_J] * 2)
     assert zeus.train_metrics["energy/forecast_error_pct"] == pytest.approx(0.0, abs=1e-6)
+    assert (tmp_path / "zeus_run.json").is_file()
+
+
+# -- Fabric ----------------------------------------------------------------------------------------------
+def test_fabric_loop_logs_joules_per_sample_when_given_the_batch(tmp_path: Path) -> None:
+    from lightning.fabric import Fabric
+
+    from zeus_integrations.fabric import ZeusFabricCallback
+
+    gpu, monitor = simulated_monitor()
+    zeus = ZeusFabricCallback(monitor=monitor, insights=EnergyInsights(total_epochs=2, run_dir=tmp_path))
+    fabric = Fabric(accelerator="cpu", devices=1, callbacks=[zeus])
+    fabric.call("on_train_start", fabric=fabric)
+    for _ in range(2):
+        fabric.call("on_train_epoch_start")
+        for batch in loader(8, batch_size=4):
+            fabric.call("on_train_batch_start")
+            gpu.run_steps(1)
+            fabric.call("on_train_batch_end", batch=batch)
+        fabric.call("on_train_epoch_end")
+    fabric.call("on_train_end")
+    assert [e["energy/j_per_sample"] for e in zeus.epoch_history] == pytest.approx(
+        [2 * UNIT_ENERGY_J / 8] * 2
+    )
+    assert zeus.epoch_history[0]["energy/forecast_j"] == pytest.approx(4 * UNIT_ENERGY_J)
+    assert zeus.train_metrics["energy/train_j_per_sample"] == pytest.approx(UNIT_ENERGY_J / 4)
     assert (tmp_path / "zeus_run.json").is_file()
 
 

@@ -4,7 +4,15 @@
 vendors register in :mod:`zeus_core.device.registry`; :mod:`zeus_core.device.discovery` finds them.
 """
 
-from zeus_core.device.base import CPU, GPU, CpuEnergy, Device, DeviceKind, PowerLimitConstraints
+from zeus_core.device.base import (
+    CPU,
+    GPU,
+    ClockEventReasons,
+    CpuEnergy,
+    Device,
+    DeviceKind,
+    PowerLimitConstraints,
+)
 from zeus_core.device.registry import Unavailable, register_gpu_vendor, unregister_gpu_vendor
 
 __all__ = [
@@ -14,6 +22,7 @@ __all__ = [
     "CPU",
     "CpuEnergy",
     "PowerLimitConstraints",
+    "ClockEventReasons",
     "Unavailable",
     "register_gpu_vendor",
     "unregister_gpu_vendor",

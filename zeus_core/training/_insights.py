@@ -100,22 +100,20 @@ class EnergyInsights:
             self._footprint = Footprint.from_env()
         return self._footprint
 
-    def begin(self, who: str, monitor: ZeusMonitor | None, framework: str = "") -> InsightsRun | None:
-        """Open the insights of one training run (``None`` when disabled)."""
+    def begin(self, who: str, monitor: ZeusMonitor | None, verbose: bool = True) -> InsightsRun | None:
+        """Open the insights of one training run (``None`` when disabled); ``verbose`` shows its lines."""
         if not self.enabled:
             return None
-        return InsightsRun(self, who, monitor, framework)
+        return InsightsRun(self, who, monitor, verbose)
 
 
 class InsightsRun:
     """The insights of one training run; the lifecycle calls it (see the module docstring)."""
 
-    def __init__(
-        self, options: EnergyInsights, who: str, monitor: ZeusMonitor | None, framework: str
-    ) -> None:
+    def __init__(self, options: EnergyInsights, who: str, monitor: ZeusMonitor | None, verbose: bool) -> None:
         self.options = options
         self.who = who
-        self.framework = framework
+        self.verbose = verbose
         self.footprint = options.footprint
         self.counter = WorkCounter()
         self.forecaster = Forecaster(options.total_steps, options.total_epochs)
@@ -225,9 +223,9 @@ class InsightsRun:
             out.update(
                 self._footprint_metrics(forecast.energy_j, "energy/forecast_co2_g", "energy/forecast_cost")
             )
-            if len(self.forecasts) == 1:
+            if len(self.forecasts) == 1 and self.verbose:
                 console.info(self._forecast_line(forecast))
-        elif not self._told_unknown:
+        elif not self._told_unknown and self.verbose:
             self._told_unknown = True
             console.info(
                 f"{self.who}: no forecast, the run's length is unknown; pass "
@@ -262,7 +260,7 @@ class InsightsRun:
         error = self.forecaster.error_pct(energy, time_s) if not failed else None
         if error is not None:
             out["energy/forecast_error_pct"], out["energy/forecast_time_error_pct"] = error
-        if metrics:
+        if metrics and self.verbose:
             console.info(self._summary_line(out, energy, error))
         self._write(metrics, out, failed, optimizers)
         return out
@@ -325,7 +323,6 @@ class InsightsRun:
             return
         record = {
             "kind": "training",
-            "framework": self.framework,
             "who": self.who,
             "failed": failed,
             "started_at": self.started_at,
@@ -342,7 +339,10 @@ class InsightsRun:
         }
         try:
             path = write_record(self.run_dir, record, rows)
-            console.info(f"{self.who}: run record for `zeus-suite report {path.parent}` written to {path}")
+            if self.verbose:
+                console.info(
+                    f"{self.who}: run record for `zeus-suite report {path.parent}` written to {path}"
+                )
         except OSError as e:  # the figures are logged already; the report is a convenience
             console.warn(f"{self.who}: could not write the run record into {self.run_dir}: {e}")
 

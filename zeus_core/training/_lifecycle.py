@@ -264,7 +264,7 @@ class TrainingLifecycle:
         if self.trial_reporter is not None:
             self.trial_reporter.start()
         tracker.on_train_begin()
-        self.insights_run = self.insights.begin(self.who, self.monitor)
+        self.insights_run = self.insights.begin(self.who, self.monitor, self.verbose)
         # Guarantees on_train_end (and so the optimizers' restore) at garbage collection or exit.
         self._finalizer = weakref.finalize(self, _abort_run, tracker, self.trial_reporter, self.who)
 
