@@ -225,7 +225,7 @@ class InsightsRun:
                 self._footprint_metrics(forecast.energy_j, "energy/forecast_co2_g", "energy/forecast_cost")
             )
             if len(self.forecasts) == 1 and self.verbose:
-                console.info(self._forecast_line(forecast))
+                console.info(self._forecast_line(forecast) + _simulated_mark(metrics))
         elif not self._told_unknown and self.verbose:
             self._told_unknown = True
             console.info(
@@ -262,7 +262,7 @@ class InsightsRun:
         if error is not None:
             out["energy/forecast_error_pct"], out["energy/forecast_time_error_pct"] = error
         if metrics and self.verbose:
-            console.info(self._summary_line(out, energy, error))
+            console.info(self._summary_line(out, energy, error) + _simulated_mark(metrics))
         self._write(metrics, out, failed, optimizers)
         return out
 
@@ -346,6 +346,11 @@ class InsightsRun:
                 )
         except OSError as e:  # the figures are logged already; the report is a convenience
             console.warn(f"{self.who}: could not write the run record into {self.run_dir}: {e}")
+
+
+def _simulated_mark(metrics: dict[str, float]) -> str:
+    """`` [simulated]`` when the figures come from a simulated device (as the lifecycle's summaries)."""
+    return " [simulated]" if metrics.get("simulated") else ""
 
 
 def format_energy(joules: float) -> str:
