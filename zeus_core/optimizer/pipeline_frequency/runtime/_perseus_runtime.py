@@ -89,7 +89,7 @@ class PerseusRuntime(TrainingCallback):
     Example:
         Normally a hook from :mod:`zeus_integrations.pipeline` makes these calls:
 
-        >>> from zeus_core.optimizer.pipeline_frequency import synchronous_1f1b
+        >>> from zeus_core.optimizer.pipeline_frequency import FrequencyPlan, synchronous_1f1b
         >>> from zeus_core.testing import PhysicalModel, SimulatedGPU
         >>> gpu = SimulatedGPU(PhysicalModel.a40(), busy=True)
         >>> runtime = PerseusRuntime(gpu, plan=FrequencyPlan.uniform(synchronous_1f1b(1, 1), 1200))
