@@ -17,7 +17,10 @@ heartbeat timeout, while one in a long epoch is not.
 
 Distributed jobs: call every method on every rank. Only global rank 0 talks to the server; the
 answer (or the error) is broadcast with ``torch.distributed`` so all ranks agree. Pass job-wide
-totals (e.g. :func:`zeus_core._distributed.reduce_measurement`).
+totals (e.g. :func:`zeus_core._distributed.reduce_measurement`). With ``distributed=False`` each
+process talks to the server on its own instead, as Zeus's client does: one rank starts the trial
+and the others :meth:`~BatchSizeOptimizer.join_trial` it (the job's spec then says how many
+processes report each epoch, ``JobSpec.reporters``).
 
 Example:
     >>> from zeus_core.optimizer.batch_size import JobSpec
@@ -82,6 +85,8 @@ class BatchSizeOptimizer:
         retries: Extra attempts after a connection error, timeout or 502/503/504.
         retry_backoff_s: Wait before the first retry, s (doubles each time).
         heartbeat: Send heartbeats while a trial runs (see the module docstring).
+        distributed: ``True``: only rank 0 talks to the server and broadcasts the answers (call
+            every method on every rank). ``False``: this process talks to the server itself.
 
     Attributes:
         trial_number: Number of the current (or last) trial; ``None`` before the first.
@@ -89,6 +94,8 @@ class BatchSizeOptimizer:
         stop_reason: Why the server last said to stop (``early_stop``, ``max_epochs``,
             ``target_reached``, ``trial_ended``), or ``None``.
         last_result: The stored trial returned by the last :meth:`report`.
+        last_decision: The server's answer to the last :meth:`on_epoch_end` (``stop``, ``reason``,
+            ``status``, ``cost`` J, ...), or ``None``.
         last_budget: The job's cost against its default's when the current trial was handed out
             (``cost_j``, ``default_cost_j``, ``remaining_j``, ... in J; see :meth:`budget`).
 
@@ -112,6 +119,7 @@ class BatchSizeOptimizer:
         retries: int = 3,
         retry_backoff_s: float = 0.5,
         heartbeat: bool = True,
+        distributed: bool = True,
     ) -> None:
         if not isinstance(server_url, str) or not server_url.startswith(("http://", "https://")):
             raise ZeusConfigError(
@@ -134,6 +142,7 @@ class BatchSizeOptimizer:
         given = token if token is not None else os.environ.get("ZEUS_BSO_TOKEN")
         self._token = normalize_token(given, where="BatchSizeOptimizer")
         self.heartbeat = bool(heartbeat)
+        self.distributed = bool(distributed)
         self._heartbeat: HeartbeatSender | None = None
         self.timeout_s = float(timeout_s)
         self.retries = retries
@@ -146,6 +155,7 @@ class BatchSizeOptimizer:
         self.batch_size: int | None = None
         self.stop_reason: str | None = None
         self.last_result: dict[str, Any] | None = None
+        self.last_decision: dict[str, Any] | None = None
         self.last_budget: dict[str, Any] | None = None
 
     # ------------------------------------------------------------ the API
@@ -183,6 +193,21 @@ class BatchSizeOptimizer:
         )
         return self.batch_size
 
+    def join_trial(self, trial_number: int, batch_size: int) -> None:
+        """Take part in a trial that another process started (a data-parallel rank that did not ask).
+
+        Its epochs are then reported from here too (``distributed=False``; see ``JobSpec.reporters``).
+
+        Example:
+            >>> spec = JobSpec("job", (32, 64), 64, target_metric=0.9, max_power_w=600.0, reporters=2)
+            >>> rank1 = BatchSizeOptimizer("http://127.0.0.1:8000", spec, distributed=False)
+            >>> rank1.join_trial(trial_number=3, batch_size=64)  # told by rank 0
+            >>> rank1.trial_number, rank1.batch_size
+            (3, 64)
+        """
+        self.trial_number, self.batch_size = int(trial_number), int(batch_size)
+        self._running, self.stop_reason, self.last_result = True, None, None
+
     def on_epoch_end(self, epoch: int, time_s: float, energy_j: float, metric: float | None = None) -> bool:
         """Report progress after an epoch; ``True`` means stop training now.
 
@@ -203,6 +228,7 @@ class BatchSizeOptimizer:
         decision = self._on_rank_zero(
             lambda: self._post("on_epoch_end", f"{self._job_path}/trials/{number}/epochs", body)
         )
+        self.last_decision = decision
         if decision["stop"]:
             self._stop_heartbeat()
             self._running, self.stop_reason = False, str(decision["reason"])
@@ -318,7 +344,7 @@ class BatchSizeOptimizer:
         return self.trial_number
 
     def _on_rank_zero(self, fn: Callable[[], Any]) -> Any:
-        if distributed.world_size() == 1:
+        if not self.distributed or distributed.world_size() == 1:
             return fn()
         box: tuple[str, Any] | None = None
         if distributed.is_rank_zero():

@@ -74,8 +74,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
-"""Version of the schema that this code writes (2: ``bso_trials.heartbeat``)."""
+SCHEMA_VERSION = 3
+"""Version of the schema that this code writes (2: ``bso_trials.heartbeat``; 3: ``bso_epochs.reports``)."""
 
 
 def _v1_to_v2(conn: Connection) -> None:
@@ -83,7 +83,13 @@ def _v1_to_v2(conn: Connection) -> None:
     conn.exec_driver_sql("ALTER TABLE bso_trials ADD COLUMN heartbeat BOOLEAN NOT NULL DEFAULT FALSE")
 
 
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}
+def _v2_to_v3(conn: Connection) -> None:
+    """Version 3 counts the reports taken for an epoch (several ranks of a Zeus job each report)."""
+    if inspect(conn).has_table("bso_epochs"):  # else create_all makes it with the column
+        conn.exec_driver_sql("ALTER TABLE bso_epochs ADD COLUMN reports INTEGER NOT NULL DEFAULT 1")
+
+
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
 """``from_version -> function`` that upgrades a database from that version to the next one.
 
 Each function receives a synchronous SQLAlchemy ``Connection`` inside the migration
@@ -195,6 +201,7 @@ class EpochRow(Base):
         time_s / energy_j: Cumulative time (s) and energy (J) of the trial so far.
         cost: Zeus cost so far, J.
         stop / reason: The decision returned to the client.
+        reports: Different reports of this epoch taken (ranks that each report; see ``JobSpec.reporters``).
     """
 
     __tablename__ = "bso_epochs"
@@ -212,6 +219,7 @@ class EpochRow(Base):
     stop: Mapped[bool] = mapped_column(Boolean)
     reason: Mapped[str] = mapped_column(String(32))
     created_at: Mapped[float] = mapped_column(Double)
+    reports: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
 
     trial: Mapped[TrialRow] = relationship(back_populates="epoch_reports")
 

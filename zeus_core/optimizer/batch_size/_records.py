@@ -74,16 +74,25 @@ def finite_cost(spec: JobSpec, time_s: float, energy_j: float) -> float:
     return cost
 
 
-def check_same_epoch(stored: EpochRow, report: EpochReport) -> None:
-    """Refuse a repeated epoch report whose values differ from the stored ones (409)."""
+def check_same_epoch(stored: EpochRow, report: EpochReport, reporters: int = 1) -> bool:
+    """Whether a repeated epoch report is another reporter's view of the epoch (else a plain retry).
+
+    A report with the stored values is a retry (``False``). One with other values is taken as
+    another rank's report of the same epoch while fewer than ``reporters`` were taken (``True``:
+    the caller counts it); beyond that it is refused (409).
+    """
     sent: dict[str, Any] = report.model_dump()
     have = {"time_s": stored.time_s, "energy_j": stored.energy_j, "metric": stored.metric}
     diff = [k for k in have if have[k] != sent[k]]
-    if diff:
-        parts = ", ".join(f"{k} (stored {have[k]!r}, sent {sent[k]!r})" for k in diff)
-        raise ConflictError(
-            f"epoch {stored.epoch} of this trial was already reported with different values: {parts}."
-        )
+    if not diff:
+        return False
+    if (stored.reports or 1) < reporters:
+        return True
+    parts = ", ".join(f"{k} (stored {have[k]!r}, sent {sent[k]!r})" for k in diff)
+    taken = f" by all {reporters} reporters of this job" if reporters > 1 else ""
+    raise ConflictError(
+        f"epoch {stored.epoch} of this trial was already reported{taken} with different values: {parts}."
+    )
 
 
 def check_progress(last: EpochRow, report: EpochReport) -> None:

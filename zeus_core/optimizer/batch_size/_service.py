@@ -375,7 +375,8 @@ class BatchSizeService:
             )
             same = next((e for e in previous if e.epoch == report.epoch), None)
             if same is not None:
-                check_same_epoch(same, report)
+                if check_same_epoch(same, report, spec.reporters):
+                    same.reports = (same.reports or 1) + 1  # another rank's view: the first report decides
                 return decision(
                     job_id, trial, same.epoch, same.stop, StopReason(same.reason), same.cost, None
                 )

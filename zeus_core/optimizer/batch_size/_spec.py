@@ -38,6 +38,11 @@ slack                0.0       conservative exploration: a batch size other than
                                (the default batch size as the job ran before). 0 = never worse
                                than the default; 0.05 lets exploration cost up to 5 % more;
                                ``None`` turns the budget off (Zeus's behaviour).
+reporters            1         how many processes report each epoch: 1 when one process reports
+                               for the job (the suite's client, on rank zero); Zeus's
+                               data-parallel example reports from every rank, so a Zeus job
+                               registers its number of GPUs. Up to this many different reports of
+                               one epoch are taken (the first decides); one more is refused.
 ==================== ========= ===============================================================
 
 See docs/optimizers/batch-size.md for what the budget guarantees and what ``slack`` trades.
@@ -116,6 +121,7 @@ class JobSpec:
         seed: Seed of Thompson sampling.
         slack: How much more than the default the job may cost while exploring, as a fraction of
             the default's cumulative cost (>= 0; 0 = never more), or ``None`` for no budget.
+        reporters: Processes that each report every epoch (>= 1; see the module table).
 
     Example:
         >>> spec = JobSpec("cifar100", (256, 512, 1024), 1024, target_metric=0.6, max_power_w=300.0)
@@ -138,6 +144,7 @@ class JobSpec:
     max_power_w: float = 0.0
     seed: int = 0
     slack: float | None = 0.0
+    reporters: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.job_id, str) or not self.job_id.strip():
@@ -170,6 +177,10 @@ class JobSpec:
             value = getattr(self, name)
             if not _integer(value) or value < 0:
                 raise _bad(name, value, "must be an integer >= 0.")
+        if not _integer(self.reporters) or not 1 <= self.reporters <= MAX_INT:
+            raise _bad(
+                "reporters", self.reporters, "must be an integer >= 1 (processes that report each epoch)."
+            )
 
     def _check_knobs(self) -> None:
         if not _finite(self.eta_knob) or not 0.0 <= self.eta_knob <= 1.0:
