@@ -76,6 +76,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("integrations", ("zeus_integrations",)),
     # `zeus-suite report`: reads run folders, draws; nothing in the library imports it
     ("report", ("zeus_core.report",)),
+    # Zeus 0.16's import paths (issue 31): thin wrappers over every layer, integrations included
+    ("compat", ("zeus_core.compat",)),
 ]
 # Deprecation aliases: kept only for import paths a README example used, each warns
 # DeprecationWarning naming the new import and re-exports from it. They sit outside the layers.
@@ -96,6 +98,9 @@ OUTSIDE_LAYERS = {
     "zeus_integrations",
     *DEVICE_COMMANDS,
     *DEPRECATION_ALIASES,
+    # Zeus's module-style commands (`python -m zeus_core.monitor`, `python -m zeus_core.show_env`)
+    "zeus_core.monitor.__main__",
+    "zeus_core.show_env",
 }
 
 

@@ -144,30 +144,38 @@ class PowerMonitor:
             for d in self.measurement_domains
         }
 
-    def get_energy(self, start_time: float, end_time: float) -> dict[int, float] | None:
+    def get_energy(
+        self, start_time: float, end_time: float, power_domain: PowerDomain | str | None = None
+    ) -> dict[int, float] | None:
         """Energy per GPU between two ``time.time()`` instants, J; ``None`` before any sample.
 
-        Integrates instant power where monitored, else the device's average.
+        Integrates ``power_domain`` (``None``: instant power where monitored, else the device's average).
 
         Raises:
-            ValueError: Neither device domain is monitored.
+            ValueError: The domain (or, with ``None``, either device domain) is not monitored.
         """
-        if not {PowerDomain.DEVICE_INSTANT, PowerDomain.DEVICE_AVERAGE} & set(self.measurement_domains):
+        if power_domain is not None:
+            domain: str | None = self._domain(power_domain, "get_energy")
+        elif {PowerDomain.DEVICE_INSTANT, PowerDomain.DEVICE_AVERAGE} & set(self.measurement_domains):
+            domain = None
+        else:
             raise ValueError(
                 "PowerMonitor.get_energy: neither device_instant nor device_average is monitored."
             )
         try:
-            return self._monitor.get_energy(start_time, end_time)
+            return self._monitor.get_energy(start_time, end_time, domain=domain)
         except ValueError:  # no sample yet
             return None
 
-    def get_power(self, time: float | None = None) -> dict[int, float] | None:
-        """Instant power per GPU at ``time`` (nearest sample; ``None``: latest), W; ``None`` before any sample.
+    def get_power(
+        self, time: float | None = None, power_domain: PowerDomain | str = PowerDomain.DEVICE_INSTANT
+    ) -> dict[int, float] | None:
+        """Power per GPU at ``time`` (nearest sample; ``None``: latest), W; ``None`` before any sample.
 
         Raises:
-            ValueError: ``device_instant`` is not monitored.
+            ValueError: ``power_domain`` is not monitored.
         """
-        domain = self._domain(PowerDomain.DEVICE_INSTANT, "get_power")
+        domain = self._domain(power_domain, "get_power")
         power = self._monitor.get_power(time, domain=domain)
         return power if len(power) == len(self.gpu_indices) else None
 

@@ -1,0 +1,6 @@
+# zeus-source: docs/measure/index.md:450
+# sha256: d3a46ccea8dfcf7f7806d49f488c58c7499a5990dc457e9124b348a4c90d53e2
+# ctrl-c: 2.5
+# gpus: 2
+# ---
+python -m zeus_core.compat.monitor energy
