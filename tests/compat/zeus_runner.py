@@ -1,6 +1,8 @@
 """Run one of Zeus's documented snippets (``tests/compat/zeus_snippets``) as a Zeus user runs it.
 
-Usage: ``python tests/compat/zeus_runner.py SNIPPET [ARGS...]``.
+Usage: ``python tests/compat/zeus_runner.py SNIPPET [ARGS...]``, or
+``--batch OUT_DIR PARALLEL TIMEOUT_S SNIPPET...`` to run many, each in a child forked after torch
+and the library are imported once.
 
 The snippet is Zeus's code with only its ``zeus`` import lines rewritten; its header names what
 stands in for what CI lacks: ``# gpus: N`` fake NVIDIA A40s (``pynvml`` replaced by the faithful
@@ -12,7 +14,8 @@ under Zeus's address, ``# rapl: fake`` a RAPL powercap tree with one package and
 DRAM. ``# before: CODE; CODE``: what a
 docs fragment leaves out (the page's import lines, rewritten; its ``# ...``). A ``...`` argument
 (Zeus's "your arguments here", as in ``Trainer(..., callbacks=[plo])``) becomes the stand-in's
-arguments (``__stand_in_arguments__``). ``# expect: NAME``: Zeus itself ends with exception ``NAME`` on such a machine (e.g.
+arguments (``__stand_in_arguments__``). ``# env: K=V ...`` the environment that Zeus's job file sets, ``# tensorboardX: fake`` a
+``SummaryWriter`` that drops what it is given. ``# argv: ARGS`` the example's command line (small sizes, ``-j 0``). ``# expect: NAME``: Zeus itself ends with exception ``NAME`` on such a machine (e.g.
 ``get_soc()`` without an SoC), and so must the snippet. Nothing in the snippet's own lines is changed.
 """
 
@@ -65,10 +68,11 @@ def run_command(line: str, ctrl_c_after_s: float) -> None:
             raise
 
 
-def main() -> None:
-    path, *args = sys.argv[1:]
+def run_snippet(path: str, args: list[str]) -> None:
+    """Run one snippet in this process, with the stand-ins its header asks for."""
     text = Path(path).read_text()
     meta = header(text)
+    args = args or meta.get("argv", "").split()  # the command line a user would give (small sizes)
     gpus = int(meta.get("gpus", "1"))
     sys.modules["pynvml"] = FakeNVML([FakeGPUSpec.a40() for _ in range(gpus)])  # type: ignore[assignment]
     zeus_standins.cuda_on_cpu(gpus)
@@ -76,6 +80,11 @@ def main() -> None:
         zeus_standins.install_fake_torchvision()
     if "pushgateway" in meta.get("services", ""):
         zeus_standins.start_pushgateway()
+    for assignment in meta.get("env", "").split():  # the environment Zeus's job file (YAML) sets
+        key, _, value = assignment.partition("=")
+        os.environ[key] = value
+    if meta.get("tensorboardX") == "fake":
+        zeus_standins.install_fake_tensorboardx()
     if meta.get("bso-server"):
         zeus_standins.start_bso_server(meta["bso-server"])
     if meta.get("rapl") == "fake":
@@ -116,7 +125,67 @@ def main() -> None:
         if expect is not None:
             raise SystemExit(f"[zeus_runner] expected {expect}, as Zeus raises here; nothing was raised")
     sys.stdout.flush()
-    os._exit(0) if meta.get("exit") == "hard" else None
+
+
+def run_batch(out_dir: Path, paths: list[str], parallel: int, timeout_s: float) -> None:
+    """Run each snippet in a child forked from this process (torch and the library imported once).
+
+    Writes ``out_dir/<name>.log`` (stdout and stderr) and ``out_dir/<name>.rc`` per snippet.
+    """
+    import time
+    import traceback
+
+    import torch  # noqa: F401  (imported once, before forking)
+
+    import zeus_core.compat.metric  # noqa: F401
+    import zeus_core.compat.monitor  # noqa: F401
+    import zeus_core.compat.optimizer.power_limit  # noqa: F401
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pending = list(paths)
+    running: dict[int, tuple[str, float]] = {}
+    while pending or running:
+        while pending and len(running) < parallel:
+            path = pending.pop(0)
+            log = out_dir / (Path(path).stem + ".log")
+            pid = os.fork()
+            if pid == 0:  # the child: one snippet, then its exit hooks, as a process of its own
+                fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+                os.dup2(fd, 1)
+                os.dup2(fd, 2)
+                code = 0
+                try:
+                    run_snippet(path, [])
+                except SystemExit as e:
+                    code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+                except BaseException:
+                    traceback.print_exc()
+                    code = 1
+                import atexit
+
+                atexit._run_exitfuncs()
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+            running[pid] = (path, time.monotonic())
+        done, status = os.waitpid(-1, os.WNOHANG)
+        if done == 0:
+            for pid, (path, started) in list(running.items()):
+                if time.monotonic() - started > timeout_s:
+                    os.kill(pid, 9)
+            time.sleep(0.05)
+            continue
+        path, _ = running.pop(done)
+        rc = os.waitstatus_to_exitcode(status)
+        (out_dir / (Path(path).stem + ".rc")).write_text(str(rc))
+
+
+def main() -> None:
+    if sys.argv[1] == "--batch":  # --batch OUT_DIR PARALLEL TIMEOUT_S SNIPPET...
+        run_batch(Path(sys.argv[2]), sys.argv[5:], int(sys.argv[3]), float(sys.argv[4]))
+        return
+    path, *args = sys.argv[1:]
+    run_snippet(path, args)
 
 
 if __name__ == "__main__":

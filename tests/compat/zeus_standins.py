@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-__all__ = ["cuda_on_cpu", "fake_rapl", "install_fake_jax", "install_fake_torchvision", "start_pushgateway", "names", "start_bso_server", "trainer_arguments"]
+__all__ = ["cuda_on_cpu", "fake_rapl", "install_fake_jax", "install_fake_torchvision", "start_pushgateway", "names", "install_fake_tensorboardx", "start_bso_server", "trainer_arguments"]
 
 
 def cuda_on_cpu(device_count: int) -> None:
@@ -34,16 +34,56 @@ def cuda_on_cpu(device_count: int) -> None:
     torch.Tensor.cuda = lambda self, *a, **k: self  # type: ignore[method-assign]
     nn.Module.cuda = lambda self, *a, **k: self  # type: ignore[method-assign]
 
+    def gpu(device: Any) -> bool:
+        return (isinstance(device, int) and not isinstance(device, bool)) or str(device).startswith("cuda")
+
+    def on_cpu(to: Any) -> Any:  # `.to(rank)`, `.to("cuda:0")`, `.to(torch.device("cuda"))`: here, the CPU
+        def cpu_to(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if args and gpu(args[0]):
+                args = ("cpu", *args[1:])
+            if gpu(kwargs.get("device")):
+                kwargs["device"] = "cpu"
+            return to(self, *args, **kwargs)
+
+        return cpu_to
+
+    tensor = torch.tensor
+
+    def cpu_tensor(*args: Any, **kwargs: Any) -> torch.Tensor:
+        if gpu(kwargs.get("device")):
+            kwargs["device"] = "cpu"
+        return tensor(*args, **kwargs)
+
+    torch.tensor = cpu_tensor  # type: ignore[assignment]
+    torch.Tensor.to = on_cpu(torch.Tensor.to)  # type: ignore[method-assign]
+    nn.Module.to = on_cpu(nn.Module.to)  # type: ignore[method-assign]
+    import torch.distributed as dist
+
+    init = dist.init_process_group
+
+    def init_process_group(backend: Any = None, *args: Any, **kwargs: Any) -> Any:  # NCCL needs GPUs: gloo
+        return init("gloo" if backend in ("nccl", None) else backend, *args, **kwargs)
+
+    dist.init_process_group = init_process_group  # type: ignore[assignment]
+    ddp_init = nn.parallel.DistributedDataParallel.__init__
+
+    def ddp_on_cpu(self: Any, module: Any, device_ids: Any = None, output_device: Any = None, **kwargs: Any) -> None:
+        ddp_init(self, module, **kwargs)  # a CPU module takes no device_ids
+
+    nn.parallel.DistributedDataParallel.__init__ = ddp_on_cpu  # type: ignore[method-assign]
+
 
 def fake_rapl() -> None:
-    """A RAPL powercap tree (package 0 with its DRAM) in a temporary folder, found by CPU discovery."""
+    """A RAPL powercap tree (packages 0 and 1, each with its DRAM) in a temporary folder, for CPU discovery."""
     import tempfile
     from pathlib import Path
 
     from zeus_core.device import _discovery
 
     root = Path(tempfile.mkdtemp(prefix="zeus-fake-rapl-"))
-    for zone, name in (("intel-rapl:0", "package-0"), ("intel-rapl:0/intel-rapl:0:0", "dram")):
+    zones = [(f"intel-rapl:{i}", f"package-{i}") for i in (0, 1)]
+    zones += [(f"intel-rapl:{i}/intel-rapl:{i}:0", "dram") for i in (0, 1)]
+    for zone, name in zones:
         (root / zone).mkdir(parents=True)
         (root / zone / "name").write_text(name + "\n")
         (root / zone / "energy_uj").write_text("1000000\n")
@@ -85,9 +125,10 @@ def install_fake_torchvision() -> None:
     tv = types.ModuleType("torchvision")
     datasets = types.ModuleType("torchvision.datasets")
     datasets.ImageFolder = lambda root, transform=None, **k: _Images(64, (3, 8, 8), 10)  # type: ignore[attr-defined]
-    datasets.MNIST = lambda root, train=True, download=False, transform=None, **k: _Images(  # type: ignore[attr-defined]
+    mnist = lambda root, train=True, download=False, transform=None, **k: _Images(  # noqa: E731
         256 if train else 64, (1, 28, 28), 10
     )
+    datasets.MNIST = datasets.FashionMNIST = mnist  # type: ignore[attr-defined]
     models = types.ModuleType("torchvision.models")
     for arch in ("resnet18", "resnet50", "vgg16", "shufflenet_v2_x1_0"):
         setattr(models, arch, lambda pretrained=False, **k: _tiny_classifier(num_classes=1000))
@@ -111,16 +152,20 @@ def start_bso_server(host_port: str) -> None:
     import tempfile
     import time
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    db = Path(tempfile.mkdtemp(prefix="zeus-bso-")) / "bso.db"
-    server = subprocess.Popen(
-        [sys.executable, "-m", "zeus_core._cli", "bso-server", "--database", str(db), "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    atexit.register(server.terminate)
+    if "LOCAL_RANK" in os.environ:  # under torchrun: one server for the job, started by local rank 0
+        port = int(os.environ["MASTER_PORT"]) + 1
+    else:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+    if os.environ.get("LOCAL_RANK", "0") == "0":
+        db = Path(tempfile.mkdtemp(prefix="zeus-bso-")) / "bso.db"
+        server = subprocess.Popen(
+            [sys.executable, "-m", "zeus_core._cli", "bso-server", "--database", str(db), "--port", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        atexit.register(server.terminate)
     name, _, zeus_port = host_port.partition(":")
     resolve = socket.getaddrinfo
 
@@ -138,6 +183,21 @@ def start_bso_server(host_port: str) -> None:
         except OSError:
             time.sleep(0.2)
     raise RuntimeError("zeus-suite bso-server did not start within 60 s")
+
+
+def install_fake_tensorboardx() -> None:
+    """A ``tensorboardX`` whose ``SummaryWriter`` drops what it is given (not installed in CI)."""
+    tbx = types.ModuleType("tensorboardX")
+
+    class SummaryWriter:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def __getattr__(self, name: str) -> Any:
+            return lambda *args, **kwargs: None
+
+    tbx.SummaryWriter = SummaryWriter  # type: ignore[attr-defined]
+    sys.modules["tensorboardX"] = tbx
 
 
 class _JaxArray:
@@ -185,7 +245,17 @@ class _Gateway(http.server.BaseHTTPRequestHandler):
 
 def start_pushgateway(port: int = 9091) -> None:
     """A Pushgateway on ``localhost:port`` that accepts every push; the count is printed at exit."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), _Gateway)
+    import time
+
+    deadline = time.monotonic() + 300
+    while True:  # another snippet's gateway may hold the port: wait for it to end
+        try:
+            server = http.server.ThreadingHTTPServer(("127.0.0.1", port), _Gateway)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     import atexit
 

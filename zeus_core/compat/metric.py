@@ -52,6 +52,14 @@ class Metric:
         raise NotImplementedError("Metric.end_window")
 
 
+def _where(pushgateway_url: str | None, prometheus_url: str | None, job: str | None, what: str) -> tuple[str, str]:
+    """The Pushgateway URL (Zeus 0.16's ``pushgateway_url``, or its docs' ``prometheus_url``) and the job."""
+    url = pushgateway_url if pushgateway_url is not None else prometheus_url
+    if url is None or job is None:
+        raise TypeError(f"{what}: give pushgateway_url= (e.g. 'http://localhost:9091') and job=.")
+    return url, job
+
+
 class _Periodic:
     """Calls ``tick`` every ``period_s`` in a daemon thread until stopped; ``tick`` runs once more at stop."""
 
@@ -81,7 +89,8 @@ class EnergyHistogram(Metric):
     Args:
         cpu_indices: CPU packages to measure (``[]``: none; ``None``: all readable).
         gpu_indices: GPUs to measure (``None``: all).
-        prometheus_url: The Pushgateway, e.g. ``"http://localhost:9091"``.
+        pushgateway_url: The Pushgateway, e.g. ``"http://localhost:9091"`` (Zeus's docs call it
+            ``prometheus_url``; either keyword is taken).
         job: The ``job`` label of the pushed metrics.
         gpu_bucket_range: Histogram bucket bounds for GPU energy, J.
         cpu_bucket_range: Bucket bounds for CPU energy, J.
@@ -96,17 +105,17 @@ class EnergyHistogram(Metric):
         self,
         cpu_indices: Sequence[int] | None,
         gpu_indices: Sequence[int] | None,
-        prometheus_url: str,
-        job: str,
+        pushgateway_url: str | None = None,
+        job: str | None = None,
         gpu_bucket_range: Sequence[float] = (50.0, 100.0, 200.0, 500.0, 1000.0),
         cpu_bucket_range: Sequence[float] = (10.0, 50.0, 100.0, 500.0, 1000.0),
         dram_bucket_range: Sequence[float] = (5.0, 10.0, 20.0, 50.0, 150.0),
+        prometheus_url: str | None = None,
     ) -> None:
+        self.prometheus_url, self.job = _where(pushgateway_url, prometheus_url, job, "EnergyHistogram")
         self.gpu_bucket_range = [float(b) for b in gpu_bucket_range]
         self.cpu_bucket_range = [float(b) for b in cpu_bucket_range]
         self.dram_bucket_range = [float(b) for b in dram_bucket_range]
-        self.prometheus_url = prometheus_url
-        self.job = job
         self.monitor = ZeusMonitor(gpu_indices=gpu_indices, cpu_indices=cpu_indices)
         self.exporter = PrometheusExporter(
             self.monitor,
@@ -146,7 +155,7 @@ class EnergyCumulativeCounter(Metric):
         cpu_indices: CPU packages to measure (``[]``: none; ``None``: all readable).
         gpu_indices: GPUs to measure (``None``: all).
         update_period: Seconds between counter updates and pushes.
-        prometheus_url: The Pushgateway.
+        pushgateway_url: The Pushgateway (or ``prometheus_url=``, as Zeus's docs call it).
         job: The ``job`` label.
 
     Example:
@@ -159,13 +168,13 @@ class EnergyCumulativeCounter(Metric):
         cpu_indices: Sequence[int] | None,
         gpu_indices: Sequence[int] | None,
         update_period: float,
-        prometheus_url: str,
-        job: str,
+        pushgateway_url: str | None = None,
+        job: str | None = None,
+        prometheus_url: str | None = None,
     ) -> None:
         prom = _import_prometheus()
         self.update_period = float(update_period)
-        self.prometheus_url = prometheus_url
-        self.job = job
+        self.prometheus_url, self.job = _where(pushgateway_url, prometheus_url, job, "EnergyCumulativeCounter")
         self.monitor = ZeusMonitor(gpu_indices=gpu_indices, cpu_indices=cpu_indices)
         self.registry = prom.CollectorRegistry()
         self._counters = {
@@ -209,7 +218,7 @@ class PowerGauge(Metric):
     Args:
         gpu_indices: GPUs to watch (``None``: all).
         update_period: Seconds between samples and pushes.
-        prometheus_url: The Pushgateway.
+        pushgateway_url: The Pushgateway (or ``prometheus_url=``, as Zeus's docs call it).
         job: The ``job`` label.
 
     Example:
@@ -221,14 +230,14 @@ class PowerGauge(Metric):
         self,
         gpu_indices: Sequence[int] | None,
         update_period: float,
-        prometheus_url: str,
-        job: str,
+        pushgateway_url: str | None = None,
+        job: str | None = None,
+        prometheus_url: str | None = None,
         **suite_options: Any,
     ) -> None:
         prom = _import_prometheus()
         self.update_period = float(update_period)
-        self.prometheus_url = prometheus_url
-        self.job = job
+        self.prometheus_url, self.job = _where(pushgateway_url, prometheus_url, job, "PowerGauge")
         self.power = PowerMonitor(
             gpu_indices=gpu_indices, interval_s=min(self.update_period, 0.1), **suite_options
         )

@@ -1,5 +1,7 @@
 # zeus-source: docs/measure/index.md:114
 # sha256: f583a0a2782a920ae8fdb2161b32949af604ad72fb8dcac852bf1190142b654e
+# status: not run: needs zeusd daemons on hosts node1 and node2 (port 4938) and at /run/zeusd/zeusd.sock, and its `for readings in client` loop ends only when another thread calls stop()
+# change: none: against running daemons (`zeus-suite daemon` or Zeus's zeusd) it runs with the imports changed
 # ---
 from zeus_core.compat.utils.zeusd import ZeusdConfig
 from zeus_core.compat.monitor.power_streaming import PowerStreamingClient

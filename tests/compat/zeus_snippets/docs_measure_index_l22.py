@@ -1,6 +1,7 @@
 # zeus-source: docs/measure/index.md:22
 # sha256: d0525f2306e40e75bfb8c4a13010ecce18aa0d3d68649def499ccf78d6afb3d3
 # stand-ins: yes
+# check: Epoch 99 consumed \S+ s and \S+ J\. ;; One step took \S+ s and \S+ J on average\.
 # ---
 from zeus_core.compat.monitor import ZeusMonitor
 

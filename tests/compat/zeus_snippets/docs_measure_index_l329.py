@@ -3,6 +3,7 @@
 # stand-ins: yes
 # services: pushgateway
 # rapl: fake
+# check: Epoch 99 completed ;; \[pushgateway\] 100 pushes
 # ---
 from zeus_core.compat.metric import EnergyHistogram
 

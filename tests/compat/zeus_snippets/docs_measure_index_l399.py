@@ -2,6 +2,7 @@
 # sha256: b795fd034c4a1ea571b41c2f1f1157d2c5b0752662a42efadeca0e6bcbe582d0
 # stand-ins: yes
 # services: pushgateway
+# check: Epoch 99 completed ;; \[pushgateway\] [1-9]\d* pushes
 # ---
 from zeus_core.compat.metric import PowerGauge
 

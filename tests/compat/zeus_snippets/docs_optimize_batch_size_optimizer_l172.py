@@ -2,6 +2,7 @@
 # sha256: 8bbee9358b62533fb39a1dfd2c3c89525949bcdeb600e0734deca56755cf1611
 # stand-ins: yes
 # bso-server: bso-server:8000
+# check: trial 1: batch size 256
 # ---
 from zeus_core.compat.monitor import ZeusMonitor
 from zeus_core.compat.optimizer.batch_size import BatchSizeOptimizer, JobSpec

@@ -1,5 +1,11 @@
 # zeus-source: examples/batch_size_optimizer/mnist/train_single_gpu.py
 # sha256: b769ba50f6d70d2894ea919f8040717a7868afd5f06cddafdf4ebf3dec430f06
+# torchvision: fake
+# tensorboardX: fake
+# bso-server: server:80
+# env: ZEUS_SERVER_URL=http://server:80 ZEUS_JOB_ID=mnist-dev-1 ZEUS_LOG_LEVEL=INFO
+# argv: --epochs 3 --target-accuracy 0.05
+# check: accuracy=\S+
 # ---
 """
 Based on https://github.com/kubeflow/pytorch-operator/blob/master/examples/mnist/mnist.py

@@ -1,5 +1,7 @@
 # zeus-source: examples/huggingface/run_gemma_sft_qlora.py
 # sha256: 48226245cc061b821f43172bbcf4af5a6653bf1e9c4e8d911688fc852fdcfce0
+# status: not run: downloads Gemma and a dataset from the Hub and needs bitsandbytes' 4-bit CUDA kernels (no GPU, no network in CI); tests/examples/test_gemma_qlora_sft.py runs the suite's version of the loop
+# change: none: on a GPU with Hub access it runs with the imports changed
 # ---
 """
 Forked from https://huggingface.co/google/gemma-7b/blob/359f554e6b7dcfe8026a8705a20ff166141a5adf/examples/example_sft_qlora.py

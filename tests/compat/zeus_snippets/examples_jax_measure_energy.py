@@ -1,6 +1,7 @@
 # zeus-source: examples/jax/measure_energy.py
 # sha256: e06c832701e478bf0e110f778ee4d92d6d505ca4219be87fca81f15ac6480fa0
 # jax: fake
+# check: GPU 0 consumed \S+ Joules
 # ---
 import jax
 import jax.numpy as jnp

@@ -1,5 +1,7 @@
 # zeus-source: examples/pipeline_frequency_optimizer/run_optimization.py
 # sha256: c03e7f7f8e46e588826445a6760ba6cb7604e521fb5d145725772bad96dd3de6
+# status: not run: not Zeus code: Perseus's planner in the `lowtime` package over profiled CSV files
+# change: `zeus-suite plan` (docs/optimizers/pipeline-frequency.md) plans from the same profiles
 # ---
 """Example script of running pipeline frequency optimization."""
 

@@ -1,5 +1,10 @@
 # zeus-source: examples/power_limit_optimizer/train_dp.py
 # sha256: 9df9c6f3dd3c2acc171ece05385585bde719204c3a765881cec33e6631fcb2a6
+# torchvision: fake
+# torchrun: 2
+# gpus: 2
+# argv: /data --epochs 2 -j 0 -b 16
+# check: Top-1 accuracy: \S+
 # ---
 import argparse
 import os

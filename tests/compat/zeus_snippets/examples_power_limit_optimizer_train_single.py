@@ -1,5 +1,8 @@
 # zeus-source: examples/power_limit_optimizer/train_single.py
 # sha256: 206831151ff7e63f4711ce613b183c0450009a07bb4143e2ab929ea7e64df8c2
+# torchvision: fake
+# argv: /data --epochs 2 -j 0 -b 16
+# check: Top-1 accuracy: \S+
 # ---
 import argparse
 import os

@@ -1,5 +1,10 @@
 # zeus-source: examples/prometheus/train_single.py
 # sha256: 8d3d87e57d635c62b464c05c0c9b7246855e1452226c01f7f9a9ee69e732ca82
+# torchvision: fake
+# rapl: fake
+# services: pushgateway
+# argv: /data --epochs 2 -j 0 -b 16
+# check: Top-1 accuracy: \S+ ;; \[pushgateway\] [1-9]\d* pushes
 # ---
 import argparse
 import os

@@ -1,5 +1,7 @@
 # zeus-source: examples/research_reproducibility/zeus_nsdi23/capriccio/generate.py
 # sha256: 9dbbeb297974a4a00cf2c39dd2443cc80efea8bef250c13f27a94b26ca7f67c2
+# status: not run: not Zeus code: downloads the Sentiment140 dataset to build Capriccio (no network in CI)
+# change: none (no Zeus import)
 # ---
 """Generate the Capriccio dataset.
 

@@ -1,5 +1,7 @@
 # zeus-source: examples/research_reproducibility/zeus_nsdi23/run_single.py
 # sha256: da15dd3edf6f2f360b3478d99583ff536014776acb54e0721e0d0d2d616e46ac
+# status: not run: imports Zeus's private `zeus._legacy` simulator, which has no compat module
+# change: `zeus-suite reproduce nsdi23` (docs/simulating.md)
 # ---
 """Example script for running the Zeus trace-driven simulator."""
 

@@ -3,6 +3,7 @@
 # stand-ins: yes
 # rapl: fake
 # expect: ZeusSoCInitError
+# check: ^NVIDIA A40$ ;; ^250000$ ;; raised ZeusSoCInitError
 # ---
 from zeus_core.compat.device import get_gpus, get_cpus, get_soc
 

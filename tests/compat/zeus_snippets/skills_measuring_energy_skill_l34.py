@@ -2,6 +2,7 @@
 # sha256: 3bcbe01e5a38221bb939d7e0c1f0c533e6bb90ff1e879ff15bc9ff99fdba7a5d
 # stand-ins: yes
 # gpus: 2
+# check: \{0: \S+, 1: \S+\}
 # ---
 from zeus_core.compat.monitor import ZeusMonitor
 

@@ -1,6 +1,7 @@
 # zeus-source: skills/measuring-energy/SKILL.md:69
 # sha256: 35a084183849cfa56840485b82761433eb228e9454e451745d6bc27758211a7c
 # stand-ins: yes
+# check: ^\{0: 250\.0\}$
 # ---
 from zeus_core.compat.monitor import PowerMonitor
 
