@@ -39,20 +39,39 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for item in items:
         ran = item.runs and codes.get(item.name) == 0
-        why = "" if ran else (item.meta.get("status", "").removeprefix("not run: ") if not item.runs else
-                              f"exit code {codes.get(item.name)}")
-        rows.append({"source": item.source, "kind": item.kind, "runs": ran, "why": why,
-                     "change": item.meta.get("change", "")})
+        why = (
+            ""
+            if ran
+            else (
+                item.meta.get("status", "").removeprefix("not run: ")
+                if not item.runs
+                else f"exit code {codes.get(item.name)}"
+            )
+        )
+        rows.append(
+            {
+                "source": item.source,
+                "kind": item.kind,
+                "runs": ran,
+                "why": why,
+                "change": item.meta.get("change", ""),
+            }
+        )
     results = {
         "zeus_commit": ZEUS_COMMIT,
         "corpus": CORPUS_SIZE,
         "run": sum(r["runs"] for r in rows),
-        "by_kind": {k: [sum(r["runs"] for r in rows if r["kind"] == k), sum(r["kind"] == k for r in rows)]
-                    for k in ("docs block", "example", "command")},
+        "by_kind": {
+            k: [sum(r["runs"] for r in rows if r["kind"] == k), sum(r["kind"] == k for r in rows)]
+            for k in ("docs block", "example", "command")
+        },
         "seconds": round(time.monotonic() - started, 1),
         "items": rows,
     }
-    print(f"{results['run']} of {results['corpus']} items of Zeus's documented code run with only the imports changed")
+    print(
+        f"{results['run']} of {results['corpus']} items of Zeus's documented code run "
+        "with only the imports changed"
+    )
     for r in rows:
         print(f"  {'runs' if r['runs'] else 'NOT '} {r['source']}" + (f": {r['why']}" if r["why"] else ""))
     if args.json:

@@ -533,11 +533,16 @@ def daemon_latency(r: dict[str, Any]) -> str:
 
 def zeus_compat_summary(r: dict[str, Any]) -> str:
     """How many of Zeus's documented items run with only the imports changed, by kind."""
-    names = {"docs block": "Python blocks of the docs, README, skill file", "example": "example files",
-             "command": "module-style commands"}
+    names = {
+        "docs block": "Python blocks of the docs, README, skill file",
+        "example": "example files",
+        "command": "module-style commands",
+    }
     rows = [[names[k], f"{ran} of {total}"] for k, (ran, total) in r["by_kind"].items()]
     rows.append([_bold("all"), _bold(f"{r['run']} of {r['corpus']} ({_pct(r['run'] / r['corpus'], 0)})")])
-    return table([f"Zeus's documented code (commit {r['zeus_commit']})", "Runs with only the imports changed"], rows)
+    return table(
+        [f"Zeus's documented code (commit {r['zeus_commit']})", "Runs with only the imports changed"], rows
+    )
 
 
 def zeus_compat_items(r: dict[str, Any]) -> str:

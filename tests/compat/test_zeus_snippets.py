@@ -41,14 +41,21 @@ def test_the_corpus_is_complete_and_verbatim() -> None:
 def test_the_corpus_is_zeus_s() -> None:
     """Against a Zeus clone: the same sources, blocks and example files as Zeus has at ``ZEUS_COMMIT``."""
     git = ["git", f"--git-dir={os.environ['ZEUS_GIT_DIR']}"]
-    files = subprocess.run([*git, "ls-tree", "-r", ZEUS_COMMIT, "--name-only"], capture_output=True, text=True,
-                           check=True).stdout.split()
+    files = subprocess.run(
+        [*git, "ls-tree", "-r", ZEUS_COMMIT, "--name-only"], capture_output=True, text=True, check=True
+    ).stdout.split()
     examples = {f for f in files if f.startswith("examples/") and f.endswith(".py")}
     assert examples == {i.source for i in ITEMS if i.kind == "example"}
     blocks = set()
-    for md in [f for f in files if f.endswith(".md") and f.startswith(("docs/", "examples/", "skills/"))] + ["README.md"]:
+    for md in [f for f in files if f.endswith(".md") and f.startswith(("docs/", "examples/", "skills/"))] + [
+        "README.md"
+    ]:
         text = subprocess.run([*git, "show", f"{ZEUS_COMMIT}:{md}"], capture_output=True, text=True).stdout
-        blocks |= {f"{md}:{n + 1}" for n, line in enumerate(text.splitlines()) if re.match(r"\s*```(python|py)\b", line)}
+        blocks |= {
+            f"{md}:{n + 1}"
+            for n, line in enumerate(text.splitlines())
+            if re.match(r"\s*```(python|py)\b", line)
+        }
     assert blocks == {i.source for i in ITEMS if i.kind == "docs block"}
 
 
@@ -57,7 +64,9 @@ def test_every_item_that_does_not_run_is_listed_on_the_migration_page() -> None:
     import json
 
     page = (REPO / "docs" / "migrating.md").read_text()
-    assert "<!-- benchmark: zeus_compat items -->" in page and "<!-- benchmark: zeus_compat summary -->" in page
+    assert (
+        "<!-- benchmark: zeus_compat items -->" in page and "<!-- benchmark: zeus_compat summary -->" in page
+    )
     results = json.loads((REPO / "benchmarks" / "results" / "zeus_compat.json").read_text())["results"]
     listed = {x["source"] for x in results["items"] if not x["runs"]}
     for item in ITEMS:

@@ -101,12 +101,18 @@ def corpus() -> list[Item]:
     return [read(p) for p in sorted(SNIPPETS.iterdir()) if p.suffix in (".py", ".sh")]
 
 
-def run_batch(items: list[Item], out_dir: Path, parallel: int = 2, timeout_s: float = 180.0) -> dict[str, int]:
+def run_batch(
+    items: list[Item], out_dir: Path, parallel: int = 2, timeout_s: float = 180.0
+) -> dict[str, int]:
     """Run single-process items (forked children of one process); returns name -> exit code."""
     cmd = [sys.executable, str(RUNNER), "--batch", str(out_dir), str(parallel), str(timeout_s)]
-    subprocess.run([*cmd, *(str(i.path) for i in items)], cwd=REPO, check=True, timeout=timeout_s * len(items))
-    return {i.name: int((out_dir / f"{i.name}.rc").read_text()) if (out_dir / f"{i.name}.rc").exists() else -9
-            for i in items}
+    subprocess.run(
+        [*cmd, *(str(i.path) for i in items)], cwd=REPO, check=True, timeout=timeout_s * len(items)
+    )
+    return {
+        i.name: int((out_dir / f"{i.name}.rc").read_text()) if (out_dir / f"{i.name}.rc").exists() else -9
+        for i in items
+    }
 
 
 def run_torchrun(item: Item, out_dir: Path, timeout_s: float = 240.0) -> int:
@@ -116,11 +122,24 @@ def run_torchrun(item: Item, out_dir: Path, timeout_s: float = 240.0) -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(item.torchrun),
-           "--master-addr", "127.0.0.1", "--master-port", str(port), str(RUNNER), str(item.path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc-per-node",
+        str(item.torchrun),
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(port),
+        str(RUNNER),
+        str(item.path),
+    ]
     out_dir.mkdir(parents=True, exist_ok=True)
     with open(out_dir / f"{item.name}.log", "w") as log:
         try:
-            return subprocess.run(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s).returncode
+            return subprocess.run(
+                cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s
+            ).returncode
         except subprocess.TimeoutExpired:
             return -9

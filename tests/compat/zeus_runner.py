@@ -14,8 +14,10 @@ under Zeus's address, ``# rapl: fake`` a RAPL powercap tree with one package and
 DRAM. ``# before: CODE; CODE``: what a
 docs fragment leaves out (the page's import lines, rewritten; its ``# ...``). A ``...`` argument
 (Zeus's "your arguments here", as in ``Trainer(..., callbacks=[plo])``) becomes the stand-in's
-arguments (``__stand_in_arguments__``). ``# env: K=V ...`` the environment that Zeus's job file sets, ``# tensorboardX: fake`` a
-``SummaryWriter`` that drops what it is given. ``# argv: ARGS`` the example's command line (small sizes, ``-j 0``). ``# expect: NAME``: Zeus itself ends with exception ``NAME`` on such a machine (e.g.
+arguments (``__stand_in_arguments__``). ``# env: K=V ...`` the environment that Zeus's job
+file sets, ``# tensorboardX: fake`` a ``SummaryWriter`` that drops what it is given. ``# argv:
+ARGS`` the example's command line (small sizes, ``-j 0``). ``# expect: NAME``: Zeus itself ends
+with exception ``NAME`` on such a machine (e.g.
 ``get_soc()`` without an SoC), and so must the snippet. Nothing in the snippet's own lines is changed.
 """
 
@@ -102,8 +104,12 @@ def run_snippet(path: str, args: list[str]) -> None:
     sys.argv = [path, *args]
     body = textwrap.dedent(text.split("# ---\n", 1)[1])
     tree = ast.parse(body, path)
-    for node in ast.walk(tree):  # Zeus's `Trainer(..., callbacks=[...])`: `...` stands for the reader's arguments
-        if isinstance(node, ast.Call) and any(isinstance(a, ast.Constant) and a.value is Ellipsis for a in node.args):
+    for node in ast.walk(
+        tree
+    ):  # Zeus's `Trainer(..., callbacks=[...])`: `...` stands for the reader's arguments
+        if isinstance(node, ast.Call) and any(
+            isinstance(a, ast.Constant) and a.value is Ellipsis for a in node.args
+        ):
             node.args = [a for a in node.args if not (isinstance(a, ast.Constant) and a.value is Ellipsis)]
             node.keywords.append(ast.keyword(arg=None, value=ast.Name("__stand_in_arguments__", ast.Load())))
             namespace["__stand_in_arguments__"] = zeus_standins.trainer_arguments()

@@ -20,7 +20,17 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-__all__ = ["cuda_on_cpu", "fake_rapl", "install_fake_jax", "install_fake_torchvision", "start_pushgateway", "names", "install_fake_tensorboardx", "start_bso_server", "trainer_arguments"]
+__all__ = [
+    "cuda_on_cpu",
+    "fake_rapl",
+    "install_fake_jax",
+    "install_fake_torchvision",
+    "start_pushgateway",
+    "names",
+    "install_fake_tensorboardx",
+    "start_bso_server",
+    "trainer_arguments",
+]
 
 
 def cuda_on_cpu(device_count: int) -> None:
@@ -67,14 +77,16 @@ def cuda_on_cpu(device_count: int) -> None:
     dist.init_process_group = init_process_group  # type: ignore[assignment]
     ddp_init = nn.parallel.DistributedDataParallel.__init__
 
-    def ddp_on_cpu(self: Any, module: Any, device_ids: Any = None, output_device: Any = None, **kwargs: Any) -> None:
+    def ddp_on_cpu(
+        self: Any, module: Any, device_ids: Any = None, output_device: Any = None, **kwargs: Any
+    ) -> None:
         ddp_init(self, module, **kwargs)  # a CPU module takes no device_ids
 
     nn.parallel.DistributedDataParallel.__init__ = ddp_on_cpu  # type: ignore[method-assign]
 
 
 def fake_rapl() -> None:
-    """A RAPL powercap tree (packages 0 and 1, each with its DRAM) in a temporary folder, for CPU discovery."""
+    """A RAPL powercap tree (packages 0 and 1, each with its DRAM) in a temporary folder, for discovery."""
     import tempfile
     from pathlib import Path
 
@@ -116,8 +128,13 @@ class _Identity:
 
 
 def _tiny_classifier(num_classes: int = 10, channels: int = 3, **kwargs: Any) -> nn.Module:
-    return nn.Sequential(nn.Conv2d(channels, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(2), nn.Flatten(),
-                         nn.Linear(16, num_classes))
+    return nn.Sequential(
+        nn.Conv2d(channels, 4, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(2),
+        nn.Flatten(),
+        nn.Linear(16, num_classes),
+    )
 
 
 def install_fake_torchvision() -> None:
@@ -133,11 +150,25 @@ def install_fake_torchvision() -> None:
     for arch in ("resnet18", "resnet50", "vgg16", "shufflenet_v2_x1_0"):
         setattr(models, arch, lambda pretrained=False, **k: _tiny_classifier(num_classes=1000))
     transforms = types.ModuleType("torchvision.transforms")
-    for name in ("Compose", "Resize", "CenterCrop", "RandomResizedCrop", "RandomHorizontalFlip", "ToTensor", "Normalize"):
+    for name in (
+        "Compose",
+        "Resize",
+        "CenterCrop",
+        "RandomResizedCrop",
+        "RandomHorizontalFlip",
+        "ToTensor",
+        "Normalize",
+    ):
         setattr(transforms, name, _Identity)
     tv.datasets, tv.models, tv.transforms = datasets, models, transforms  # type: ignore[attr-defined]
-    sys.modules.update({"torchvision": tv, "torchvision.datasets": datasets, "torchvision.models": models,
-                        "torchvision.transforms": transforms})
+    sys.modules.update(
+        {
+            "torchvision": tv,
+            "torchvision.datasets": datasets,
+            "torchvision.models": models,
+            "torchvision.transforms": transforms,
+        }
+    )
 
 
 def start_bso_server(host_port: str) -> None:
@@ -161,7 +192,16 @@ def start_bso_server(host_port: str) -> None:
     if os.environ.get("LOCAL_RANK", "0") == "0":
         db = Path(tempfile.mkdtemp(prefix="zeus-bso-")) / "bso.db"
         server = subprocess.Popen(
-            [sys.executable, "-m", "zeus_core._cli", "bso-server", "--database", str(db), "--port", str(port)],
+            [
+                sys.executable,
+                "-m",
+                "zeus_core._cli",
+                "bso-server",
+                "--database",
+                str(db),
+                "--port",
+                str(port),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -276,7 +316,9 @@ def names() -> dict[str, Any]:
         criterion(model(x), y).backward()
         optimizer.step()
 
-    def train_one_epoch(train_loader: Any, model: Any, optimizer: Any, criterion: Any, epoch: int, args: Any) -> None:
+    def train_one_epoch(
+        train_loader: Any, model: Any, optimizer: Any, criterion: Any, epoch: int, args: Any
+    ) -> None:
         for x, y in loader:
             train_one_step(x, y)
 
@@ -314,6 +356,12 @@ def trainer_arguments() -> dict[str, Any]:
     model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=64, n_positions=16))
     ids = torch.randint(0, 64, (8, 16), generator=torch.Generator().manual_seed(0))
     data = [{"input_ids": row, "labels": row} for row in ids]
-    args = TrainingArguments(tempfile.mkdtemp(prefix="zeus-trainer-"), max_steps=4, per_device_train_batch_size=4,
-                             report_to=[], use_cpu=True, save_strategy="no")
+    args = TrainingArguments(
+        tempfile.mkdtemp(prefix="zeus-trainer-"),
+        max_steps=4,
+        per_device_train_batch_size=4,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+    )
     return {"model": model, "args": args, "train_dataset": data}

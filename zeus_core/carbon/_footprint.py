@@ -146,7 +146,9 @@ class ElectricityMapsProvider(CarbonIntensityProvider):
                 "'direct'."
             )
         if zone is None and (lat is None or lon is None):
-            raise ZeusConfigError("ElectricityMapsProvider: give a zone (e.g. 'DE'), or lat= and lon= of the place.")
+            raise ZeusConfigError(
+                "ElectricityMapsProvider: give a zone (e.g. 'DE'), or lat= and lon= of the place."
+            )
         self.zone = zone
         self.lat, self.lon, self.estimate = lat, lon, estimate
         self.token = token if token is not None else os.environ.get("ELECTRICITYMAPS_TOKEN")
@@ -156,9 +158,15 @@ class ElectricityMapsProvider(CarbonIntensityProvider):
         self.name = f"Electricity Maps ({zone if zone is not None else f'{lat}, {lon}'})"
 
     def _get(self, url: str) -> Any:
-        where: dict[str, Any] = {"zone": self.zone} if self.zone is not None else {"lat": self.lat, "lon": self.lon}
+        where: dict[str, Any] = (
+            {"zone": self.zone} if self.zone is not None else {"lat": self.lat, "lon": self.lon}
+        )
         query = urllib.parse.urlencode(
-            {**where, "disableEstimations": str(not self.estimate).lower(), "emissionFactorType": self.emission_factor_type}
+            {
+                **where,
+                "disableEstimations": str(not self.estimate).lower(),
+                "emissionFactorType": self.emission_factor_type,
+            }
         )
         headers = {"auth-token": self.token} if self.token else {}
         request = urllib.request.Request(f"{url}?{query}", headers=headers)

@@ -52,7 +52,9 @@ class Metric:
         raise NotImplementedError("Metric.end_window")
 
 
-def _where(pushgateway_url: str | None, prometheus_url: str | None, job: str | None, what: str) -> tuple[str, str]:
+def _where(
+    pushgateway_url: str | None, prometheus_url: str | None, job: str | None, what: str
+) -> tuple[str, str]:
     """The Pushgateway URL (Zeus 0.16's ``pushgateway_url``, or its docs' ``prometheus_url``) and the job."""
     url = pushgateway_url if pushgateway_url is not None else prometheus_url
     if url is None or job is None:
@@ -174,7 +176,9 @@ class EnergyCumulativeCounter(Metric):
     ) -> None:
         prom = _import_prometheus()
         self.update_period = float(update_period)
-        self.prometheus_url, self.job = _where(pushgateway_url, prometheus_url, job, "EnergyCumulativeCounter")
+        self.prometheus_url, self.job = _where(
+            pushgateway_url, prometheus_url, job, "EnergyCumulativeCounter"
+        )
         self.monitor = ZeusMonitor(gpu_indices=gpu_indices, cpu_indices=cpu_indices)
         self.registry = prom.CollectorRegistry()
         self._counters = {

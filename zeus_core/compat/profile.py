@@ -71,8 +71,10 @@ class SweepResult:
 
     Example:
         >>> from zeus_core.compat.profile import SweepResult
-        >>> print(SweepResult(5.0, 10.0, [], 2.0, 0.001, 40.0, 42.0, 5.0, 200.0, True))
-        measurement=5.0 s  cooldown=10.0 s  mean=2.0000 J  std=0.0010 J  temp_before=40.0 °C  temp_after=42.0 °C  [VALID]
+        >>> r = SweepResult(5.0, 10.0, [], 2.0, 0.001, 40.0, 42.0, 5.0, 200.0, True)
+        >>> print(r)  # doctest: +NORMALIZE_WHITESPACE
+        measurement=5.0 s  cooldown=10.0 s  mean=2.0000 J  std=0.0010 J
+        temp_before=40.0 °C  temp_after=42.0 °C  [VALID]
     """
 
     measurement_duration: float
@@ -101,8 +103,9 @@ class SweepReport:
         >>> from zeus_core.compat.profile import SweepReport, SweepResult
         >>> entry = SweepResult(5.0, 10.0, [], 2.0, 0.001, 40.0, 42.0, 5.0, 200.0, True)
         >>> print(SweepReport(("measurement_duration", [5.0]), ("cooldown_duration", 10.0), [entry]))
+        ... # doctest: +ELLIPSIS
         Sweep measurement_duration (fixed cooldown_duration=10.0 s):
-          measurement_duration=5.0 s  mean=2.0000 J  std=0.0010 J  temp_before=40.0 °C  temp_after=42.0 °C  [VALID]
+          measurement_duration=5.0 s  mean=2.0000 J  std=0.0010 J  temp_before=40.0 °C  ...  [VALID]
     """
 
     sweep_param: tuple[str, list[float]]
@@ -121,7 +124,8 @@ class SweepReport:
 
 def _figures(e: SweepResult) -> str:
     return (
-        f"mean={e.energy_mean:.4f} J  std={e.energy_std:.4f} J  temp_before={e.avg_temperature_before:.1f} °C  "
+        f"mean={e.energy_mean:.4f} J  std={e.energy_std:.4f} J  "
+        f"temp_before={e.avg_temperature_before:.1f} °C  "
         f"temp_after={e.avg_temperature_after:.1f} °C  [{'VALID' if e.is_valid else 'INVALID'}]"
     )
 
@@ -213,7 +217,7 @@ def measure(
 
     Example:
         >>> from zeus_core.compat.profile import measure
-        >>> trial = measure(train_step, monitor, measurement_duration=5.0, cooldown_duration=10.0)  # doctest: +SKIP
+        >>> trial = measure(train_step, monitor, 5.0, 10.0)  # doctest: +SKIP
     """
     iteration_s = _iteration_duration(
         target_function, zeus_monitor, num_warmup_iterations, num_calibration_iterations

@@ -382,7 +382,7 @@ class NVIDIAGPU(VendorGPU):
         return self._read_power_field_mw("NVML_FI_DEV_POWER_INSTANT", None)
 
     def _read_power_field_mw(self, field: str, scope: str | None) -> int | None:
-        """An NVML power field (``NVML_FI_DEV_POWER_*``) in ``scope``, mW; ``None`` where it does not answer."""
+        """An NVML power field (``NVML_FI_DEV_POWER_*``) in ``scope``, mW; ``None`` where it has none."""
         nvml = self._module
         field_id = getattr(nvml, field, None)
         scope_id = None if scope is None else getattr(nvml, scope, None)

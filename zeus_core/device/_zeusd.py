@@ -315,7 +315,11 @@ class EventStream:
     """
 
     def __init__(
-        self, endpoint: Endpoint, path: str, params: Mapping[str, object] | None = None, timeout_s: float = 10.0
+        self,
+        endpoint: Endpoint,
+        path: str,
+        params: Mapping[str, object] | None = None,
+        timeout_s: float = 10.0,
     ) -> None:
         self.endpoint = endpoint
         self.path = path
@@ -354,7 +358,9 @@ class EventStream:
         except OSError as e:
             if self._closed.is_set():
                 return
-            raise ZeusDeviceError(f"Cannot stream {self.path} from the daemon at {endpoint.describe()} ({e}).") from e
+            raise ZeusDeviceError(
+                f"Cannot stream {self.path} from the daemon at {endpoint.describe()} ({e})."
+            ) from e
         finally:
             conn.close()
 

@@ -451,8 +451,9 @@ class PowerMonitor:
     def to_csv(self, path: str | Path) -> Path:
         """Write every kept sample as ``time_s,device,power_w,simulated`` rows, oldest first.
 
-        ``device`` is ``gpu<i>`` (``gpu<i>_<domain>`` for the other power domains), ``cpu<i>`` or ``dram<i>``; ``simulated`` is 1 for simulated
-        devices. CPU and DRAM rows hold the average power since the previous sample.
+        ``device`` is ``gpu<i>`` (``gpu<i>_<domain>`` for the other power domains), ``cpu<i>`` or
+        ``dram<i>``; ``simulated`` is 1 for simulated devices. CPU and DRAM rows hold the average power
+        since the previous sample.
 
         Returns:
             The path written.

@@ -297,7 +297,8 @@ class PrometheusExporter:
         unknown = sorted(set(per_kind) - {"gpu", "cpu", "dram"})
         if unknown:
             raise ZeusConfigError(
-                f"PrometheusExporter(energy_buckets_j=...): unknown device kinds {unknown}; use 'gpu', 'cpu', 'dram'."
+                f"PrometheusExporter(energy_buckets_j=...): unknown device kinds {unknown}; "
+                "use 'gpu', 'cpu', 'dram'."
             )
         energy_buckets = {
             kind: _check_buckets(
@@ -518,10 +519,10 @@ def push_registry(
     Example:
         >>> from prometheus_client import CollectorRegistry
         >>> from zeus_core.monitor._prometheus import push_registry
-        >>> push_registry("", "train", CollectorRegistry())
+        >>> push_registry("", "train", CollectorRegistry())  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        zeus_core.exceptions.ZeusConfigError: push_registry(gateway=''): give the Pushgateway address, e.g. 'localhost:9091' or 'http://pushgateway:9091'.
+        zeus_core.exceptions.ZeusConfigError: push_registry(gateway=''): give the Pushgateway address, ...
     """
     prom = _import_prometheus()
     if not isinstance(gateway, str) or not gateway.strip():

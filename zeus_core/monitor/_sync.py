@@ -7,9 +7,10 @@ never imported has queued nothing, so nothing is imported here and nothing is wa
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import sys
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from zeus_core.exceptions import ZeusConfigError
 
@@ -71,9 +72,7 @@ def synchronizer(gpu_indices: Sequence[int], sync_with: str | None) -> Callable[
                 jax.device_put(0.0, device=d).block_until_ready()
 
         return sync_jax
-    cupy = sys.modules.get("cupy")
-    if cupy is None:
-        import cupy  # checked importable when the monitor was made
+    cupy: Any = sys.modules.get("cupy") or importlib.import_module("cupy")  # importable: checked at creation
     if cupy.cuda.runtime.getDeviceCount() == 0:
         return None
 

@@ -1,4 +1,4 @@
-"""Zeus's ``zeus.device.cpu``: :func:`get_cpus`, the index-based :class:`CPUs` and :class:`CpuDramMeasurement` (mJ).
+"""Zeus's ``zeus.device.cpu``: :func:`get_cpus`, index-based :class:`CPUs`, :class:`CpuDramMeasurement` (mJ).
 
 Example:
     >>> from zeus_core.compat.device.cpu import CPUs

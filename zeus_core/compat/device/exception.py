@@ -46,7 +46,7 @@ ZeusBaseSoCError = ZeusError
 ZeusGPUNotSupportedError = ZeusNotSupportedError
 """The GPU or driver cannot do it (the suite's :class:`~zeus_core.exceptions.ZeusNotSupportedError`)."""
 ZeusGPUNoPermissionError = ZeusPermissionError
-"""Setting a limit or clock needs admin rights (the suite's :class:`~zeus_core.exceptions.ZeusPermissionError`)."""
+"""Setting a limit or clock needs admin rights (a :class:`~zeus_core.exceptions.ZeusPermissionError`)."""
 ZeusCPUNoPermissionError = ZeusPermissionError
 """RAPL needs root (the suite's :class:`~zeus_core.exceptions.ZeusPermissionError`)."""
 

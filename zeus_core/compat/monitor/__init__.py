@@ -1,4 +1,4 @@
-"""Zeus's ``zeus.monitor``: :class:`ZeusMonitor`, :class:`Measurement`, :class:`PowerMonitor`, :class:`TemperatureMonitor`.
+"""Zeus's ``zeus.monitor``: :class:`ZeusMonitor`, :class:`Measurement`, :class:`PowerMonitor` and the rest.
 
 Same arguments, units and meanings as Zeus 0.16, built on the suite's monitors. The modules
 ``energy``, ``power``, ``temperature``, ``carbon``, ``price`` and ``power_streaming`` stand for

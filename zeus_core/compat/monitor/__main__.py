@@ -1,4 +1,4 @@
-"""``python -m zeus.monitor energy|power`` as ``python -m zeus_core.monitor`` (or ``zeus_core.compat.monitor``).
+"""``python -m zeus.monitor energy|power`` as ``python -m zeus_core.monitor`` (or ``.compat.monitor``).
 
 ``energy`` opens a window over the GPUs and prints its :class:`Measurement` at Ctrl-C; ``power``
 prints each GPU's power every ``--update-period`` seconds, then the total time and energy at
@@ -42,7 +42,9 @@ def energy(gpu_indices: list[int] | None = None) -> None:
         print(measurement, flush=True)
 
 
-def power(gpu_indices: list[int] | None = None, update_period: float = 1.0, power_domain: str = "device_instant") -> None:
+def power(
+    gpu_indices: list[int] | None = None, update_period: float = 1.0, power_domain: str = "device_instant"
+) -> None:
     """Print the GPUs' power every ``update_period`` s until Ctrl-C, then the total time and energy.
 
     Example:

@@ -63,7 +63,7 @@ class ZeusCarbonIntensityNotFoundError(ZeusError):
 
 
 class ElectrictyMapsClient(ElectricityMapsProvider):
-    """Zeus's Electricity Maps provider (name spelled as Zeus spells it): intensity at a latitude and longitude.
+    """Zeus's Electricity Maps provider (named as Zeus spells it): intensity at a latitude and longitude.
 
     Args:
         location: ``(latitude, longitude)``.
@@ -77,7 +77,9 @@ class ElectrictyMapsClient(ElectricityMapsProvider):
         (datetime.timedelta(seconds=3600), 24)
     """
 
-    def __init__(self, location: tuple[float, float], estimate: bool = False, emission_factor_type: str = "direct") -> None:
+    def __init__(
+        self, location: tuple[float, float], estimate: bool = False, emission_factor_type: str = "direct"
+    ) -> None:
         lat, lon = location
         super().__init__(None, lat=lat, lon=lon, estimate=estimate, emission_factor_type=emission_factor_type)
 
@@ -91,7 +93,9 @@ class ElectrictyMapsClient(ElectricityMapsProvider):
         try:
             return super().get_current_carbon_intensity()
         except ValueError as e:
-            raise ZeusCarbonIntensityNotFoundError(f"No carbon intensity at ({self.lat}, {self.lon}): {e}") from e
+            raise ZeusCarbonIntensityNotFoundError(
+                f"No carbon intensity at ({self.lat}, {self.lon}): {e}"
+            ) from e
         except OSError as e:
             raise ZeusCarbonIntensityHTTPError(f"Failed to retrieve the carbon intensity: {e}") from e
 
@@ -100,7 +104,9 @@ class ElectrictyMapsClient(ElectricityMapsProvider):
         try:
             return super().get_recent_carbon_intensity()
         except (ValueError, KeyError) as e:
-            raise ZeusCarbonIntensityNotFoundError(f"No recent intensity at ({self.lat}, {self.lon}): {e}") from e
+            raise ZeusCarbonIntensityNotFoundError(
+                f"No recent intensity at ({self.lat}, {self.lon}): {e}"
+            ) from e
         except OSError as e:
             raise ZeusCarbonIntensityHTTPError(f"Failed to retrieve the carbon intensity history: {e}") from e
 
@@ -162,7 +168,9 @@ class CarbonEmissionMonitor:
         **suite_options: Any,
     ) -> None:
         self.carbon_intensity_provider = carbon_intensity_provider
-        self.zeus_monitor = ZeusMonitor(gpu_indices, cpu_indices, sync_execution_with=sync_execution_with, **suite_options)
+        self.zeus_monitor = ZeusMonitor(
+            gpu_indices, cpu_indices, sync_execution_with=sync_execution_with, **suite_options
+        )
         self._starts: dict[str, float] = {}
 
     def begin_window(self, key: str, sync_execution: bool = True) -> None:
@@ -192,7 +200,10 @@ class CarbonEmissionMonitor:
             history: dict[datetime, float] = {}
             if hasattr(provider, "get_recent_carbon_intensity"):
                 try:
-                    history = {h.replace(minute=0, second=0, microsecond=0): v for h, v in provider.get_recent_carbon_intensity().items()}
+                    history = {
+                        h.replace(minute=0, second=0, microsecond=0): v
+                        for h, v in provider.get_recent_carbon_intensity().items()
+                    }
                 except ZeusError:
                     history = {}
             shares = hour_shares(start_s, end_s)

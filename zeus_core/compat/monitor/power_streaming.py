@@ -66,7 +66,9 @@ def _chosen(kind: str, asked: Sequence[int] | None, available: list[int], server
         return available
     missing = sorted(set(asked) - set(available))
     if missing:
-        raise ZeusConfigError(f"PowerStreamingClient: {server} has no {kind} {missing}; it serves {available}.")
+        raise ZeusConfigError(
+            f"PowerStreamingClient: {server} has no {kind} {missing}; it serves {available}."
+        )
     return list(asked)
 
 
@@ -139,7 +141,9 @@ class PowerStreamingClient:
                 logger.error("PowerStreamingClient: %s refused the %s stream: %s", server.endpoint, kind, e)
                 return
             except Exception as e:  # the daemon restarted or the network failed: reconnect
-                logger.warning("PowerStreamingClient: %s %s stream failed (%s); reconnecting.", server.endpoint, kind, e)
+                logger.warning(
+                    "PowerStreamingClient: %s %s stream failed (%s); reconnecting.", server.endpoint, kind, e
+                )
             self._stop.wait(self.reconnect_delay_s)
 
     def _store(self, endpoint: str, kind: str, event: dict[str, Any], offset_s: float) -> None:

@@ -1,4 +1,4 @@
-"""Zeus's ``zeus.optimizer.batch_size`` (with ``.client``, ``.common`` and ``.exceptions``) on the suite's client.
+"""Zeus's ``zeus.optimizer.batch_size`` (its ``client``, ``common``, ``exceptions`` in one) over the suite's.
 
 :class:`BatchSizeOptimizer` takes Zeus's ``(monitor, server_url, job, rank)``: it registers the
 job when made, hands out the batch size on rank 0 (``get_batch_size``), measures each epoch with

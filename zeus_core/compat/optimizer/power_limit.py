@@ -27,7 +27,7 @@ from zeus_core.optimizer.power_limit import (
 
 __all__ = [
     "GlobalPowerLimitOptimizer",
-    "HFGlobalPowerLimitOptimizer",
+    "HFGlobalPowerLimitOptimizer",  # noqa: F822 - loaded on first use (module __getattr__)
     "OptimumSelector",
     "Energy",
     "Time",

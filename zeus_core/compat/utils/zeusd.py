@@ -1,4 +1,4 @@
-"""Zeus's ``zeus.utils.zeusd``: :class:`ZeusdConfig`, one daemon endpoint (``zeusd`` or ``zeus-suite daemon``).
+"""Zeus's ``zeus.utils.zeusd``: :class:`ZeusdConfig`, one daemon (``zeusd`` or ``zeus-suite daemon``).
 
 Example:
     >>> from zeus_core.compat.utils.zeusd import ZeusdConfig
@@ -94,5 +94,3 @@ class ZeusdConfig:
         if self.socket_path is not None:
             return Endpoint(socket_path=self.socket_path, token=self.token)
         return Endpoint(host_port=f"{self.host}:{self.port}", token=self.token)
-
-
