@@ -1,7 +1,7 @@
 # zeus-source: examples/carbon_emission_monitor/run_clm.py
 # sha256: ef5434e15e64e7409eadb39d67b1cdea6934cc9b18d999245c764e7d8848402c
-# status: not run: downloads wikitext, GPT-2 and the `evaluate` metric from the Hub and asks Electricity Maps and ipinfo.io (no network in CI)
-# change: none: with network access it runs with the imports changed
+# status: not run: written for transformers 4.37 (imports `is_torch_tpu_available`, which transformers 5 removed: it fails with Zeus too on CI's transformers), downloads wikitext, GPT-2 and the `evaluate` metric from the Hub and asks Electricity Maps and ipinfo.io (no network in CI)
+# change: none in Zeus's lines: with transformers 4.x and Hub access it runs with the imports changed
 # ---
 #!/usr/bin/env python
 # coding=utf-8
