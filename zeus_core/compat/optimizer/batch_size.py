@@ -26,7 +26,7 @@ from typing import Any
 
 from zeus_core.compat.callback import Callback
 from zeus_core.exceptions import ZeusConfigError, ZeusError
-from zeus_core.optimizer.batch_size._client import BatchSizeOptimizer as _Client
+from zeus_core.optimizer.batch_size import BatchSizeOptimizer as _Client
 from zeus_core.optimizer.batch_size._zeus_spec import zeus_job_id, zeus_job_spec
 
 __all__ = [
