@@ -11,11 +11,14 @@ which :class:`zeus_core.monitor._measurement.Measurement` satisfies).
 from __future__ import annotations
 
 import sys
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, Protocol, Sequence
+from typing import Any, Iterator, Literal, Mapping, Protocol, Sequence
 
 __all__ = [
     "is_initialized",
+    "rank_local",
     "rank",
     "world_size",
     "is_rank_zero",
@@ -28,7 +31,32 @@ __all__ = [
 ]
 
 
+_here = threading.local()
+
+
+@contextmanager
+def rank_local() -> Iterator[None]:
+    """Within this block, on this thread, this rank is a job of its own (world size 1, rank 0).
+
+    For code that only some ranks run (e.g. Zeus's examples whose rank 0 alone optimizes every
+    GPU's power limit): no collective is started, so the other ranks are not waited for.
+
+    Example:
+        >>> from zeus_core import _distributed
+        >>> with _distributed.rank_local():
+        ...     _distributed.all_reduce([2.0], "sum"), _distributed.world_size()
+        ([2.0], 1)
+    """
+    _here.depth = getattr(_here, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _here.depth -= 1
+
+
 def _dist() -> Any | None:
+    if getattr(_here, "depth", 0):
+        return None
     torch = sys.modules.get("torch")
     if torch is None:
         return None

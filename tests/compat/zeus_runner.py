@@ -11,7 +11,7 @@ fake), ``# stand-ins: yes`` tiny CPU stand-ins for the names a docs fragment lea
 ``torchvision`` (MNIST/ImageNet-shaped random data, small models), ``# services: pushgateway`` a
 local Pushgateway on port 9091, ``# bso-server: HOST:PORT`` ``zeus-suite bso-server`` reached
 under Zeus's address, ``# rapl: fake`` a RAPL powercap tree with one package and its
-DRAM. ``# before: CODE; CODE``: what a
+DRAM, ``# fsdp: cpu`` FSDP as FSDP2's ``fully_shard`` on a CPU mesh. ``# before: CODE; CODE``: what a
 docs fragment leaves out (the page's import lines, rewritten; its ``# ...``). A ``...`` argument
 (Zeus's "your arguments here", as in ``Trainer(..., callbacks=[plo])``) becomes the stand-in's
 arguments (``__stand_in_arguments__``). ``# env: K=V ...`` the environment that Zeus's job
@@ -89,6 +89,8 @@ def run_snippet(path: str, args: list[str]) -> None:
         zeus_standins.install_fake_tensorboardx()
     if meta.get("bso-server"):
         zeus_standins.start_bso_server(meta["bso-server"])
+    if meta.get("fsdp") == "cpu":
+        zeus_standins.fsdp_on_cpu()
     if meta.get("rapl") == "fake":
         zeus_standins.fake_rapl()
     if meta.get("jax") == "fake":

@@ -23,6 +23,7 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset
 __all__ = [
     "cuda_on_cpu",
     "fake_rapl",
+    "fsdp_on_cpu",
     "install_fake_jax",
     "install_fake_torchvision",
     "start_pushgateway",
@@ -41,6 +42,7 @@ def cuda_on_cpu(device_count: int) -> None:
     torch.cuda.set_device = lambda *a, **k: None  # type: ignore[assignment]
     torch.cuda.device_count = lambda: device_count  # type: ignore[assignment]
     torch.cuda.synchronize = lambda *a, **k: None  # type: ignore[assignment]
+    torch.cuda.Event = _CPUEvent  # type: ignore[assignment,misc]
     torch.Tensor.cuda = lambda self, *a, **k: self  # type: ignore[method-assign]
     nn.Module.cuda = lambda self, *a, **k: self  # type: ignore[method-assign]
 
@@ -83,6 +85,37 @@ def cuda_on_cpu(device_count: int) -> None:
         ddp_init(self, module, **kwargs)  # a CPU module takes no device_ids
 
     nn.parallel.DistributedDataParallel.__init__ = ddp_on_cpu  # type: ignore[method-assign]
+
+
+class _CPUEvent:
+    """``torch.cuda.Event(enable_timing=True)`` on the CPU (``elapsed_time`` in ms)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.t = 0.0
+
+    def record(self, *args: Any) -> None:
+        import time
+
+        self.t = time.perf_counter()
+
+    def synchronize(self) -> None:
+        pass
+
+    def elapsed_time(self, end: _CPUEvent) -> float:
+        return (end.t - self.t) * 1000.0
+
+
+def fsdp_on_cpu() -> None:
+    """``FullyShardedDataParallel(model)`` (FSDP1 needs a GPU) as FSDP2's ``fully_shard`` on a CPU mesh."""
+    import torch.distributed as dist
+    import torch.distributed.fsdp as fsdp
+    from torch.distributed.device_mesh import init_device_mesh
+
+    def shard(module: nn.Module, *args: Any, **kwargs: Any) -> nn.Module:
+        fsdp.fully_shard(module, mesh=init_device_mesh("cpu", (dist.get_world_size(),)))
+        return module
+
+    fsdp.FullyShardedDataParallel = shard  # type: ignore[assignment,misc]
 
 
 def fake_rapl() -> None:

@@ -7,8 +7,6 @@
 # bso-server: server:80
 # env: ZEUS_SERVER_URL=http://server:80 ZEUS_JOB_ID=mnist-dev-1 ZEUS_LOG_LEVEL=INFO
 # argv: --epochs 3 --target-accuracy 0.05
-# status: not run: only rank 0 builds GlobalPowerLimitOptimizer over all GPUs, and the suite's optimizer gathers every rank's GPUs when training begins, so rank 0 waits for rank 1 forever
-# change: build the optimizer on every rank: `callback_set = [GlobalPowerLimitOptimizer(monitor), bso]` before `if rank == 0`
 # ---
 """Mnist example from https://github.com/kubeflow/training-operator/blob/c20422067e3ef81df39d03c6f285353344d8f77d/examples/pytorch/mnist/mnist.py"""
 

@@ -1,7 +1,11 @@
 # zeus-source: examples/power_limit_optimizer/train_fsdp.py
 # sha256: 13c00fa68e1c8661adaf60d73065ee0bfc4da13baf808ce5981592f0d486a3fd
-# status: not run: under the documented `torchrun`, `--local-rank` keeps its default 0 on every rank, so all ranks monitor GPU 0; the suite refuses two ranks on one GPU (ZeusConfigError: its energy would count twice), in Zeus both ranks would measure and set GPU 0
-# change: `local_rank = int(os.environ["LOCAL_RANK"])`
+# torchvision: fake
+# torchrun: 2
+# gpus: 2
+# fsdp: cpu
+# argv: --epochs 2 --batch-size 16 --test-batch-size 32
+# check: ranks share GPU\(s\) GPU-\S+ ;; Test set: Average loss
 # ---
 import os
 import argparse
