@@ -11,7 +11,9 @@ fake), ``# stand-ins: yes`` tiny CPU stand-ins for the names a docs fragment lea
 ``torchvision`` (MNIST/ImageNet-shaped random data, small models), ``# services: pushgateway`` a
 local Pushgateway on port 9091, ``# bso-server: HOST:PORT`` ``zeus-suite bso-server`` reached
 under Zeus's address, ``# rapl: fake`` a RAPL powercap tree with one package and its
-DRAM, ``# fsdp: cpu`` FSDP as FSDP2's ``fully_shard`` on a CPU mesh. ``# before: CODE; CODE``: what a
+DRAM, ``# fsdp: cpu`` FSDP as FSDP2's ``fully_shard`` on a CPU mesh, ``# zeusd: ADDRESS...`` one
+``zeus-suite daemon`` (4 fake A40s) reached under each ``host:port`` and socket path, ``# stop-after:
+NAME N`` another thread calls ``NAME.stop()`` after N snapshots. ``# before: CODE; CODE``: what a
 docs fragment leaves out (the page's import lines, rewritten; its ``# ...``). A ``...`` argument
 (Zeus's "your arguments here", as in ``Trainer(..., callbacks=[plo])``) becomes the stand-in's
 arguments (``__stand_in_arguments__``). ``# env: K=V ...`` the environment that Zeus's job
@@ -89,6 +91,8 @@ def run_snippet(path: str, args: list[str]) -> None:
         zeus_standins.install_fake_tensorboardx()
     if meta.get("bso-server"):
         zeus_standins.start_bso_server(meta["bso-server"])
+    if meta.get("zeusd"):
+        zeus_standins.start_zeusd(meta["zeusd"].split())
     if meta.get("fsdp") == "cpu":
         zeus_standins.fsdp_on_cpu()
     if meta.get("rapl") == "fake":
@@ -98,6 +102,9 @@ def run_snippet(path: str, args: list[str]) -> None:
     namespace: dict[str, object] = {"__name__": "__main__", "__file__": path}
     if meta.get("stand-ins") == "yes":
         namespace.update(zeus_standins.names())
+    if meta.get("stop-after"):  # NAME N: another thread stops client NAME after N snapshots
+        name, readings = meta["stop-after"].split()
+        zeus_standins.stop_after(namespace, name, int(readings))
     for line in meta.get("before", "").split(";"):  # the page's imports, or its elided `# ...` part
         exec(line.strip(), namespace)  # noqa: S102
     if path.endswith(".sh"):  # a module-style command: `python -m MODULE ARGS`, stopped by Ctrl-C

@@ -30,6 +30,8 @@ __all__ = [
     "names",
     "install_fake_tensorboardx",
     "start_bso_server",
+    "start_zeusd",
+    "stop_after",
     "trainer_arguments",
 ]
 
@@ -239,6 +241,21 @@ def start_bso_server(host_port: str) -> None:
             stderr=subprocess.DEVNULL,
         )
         atexit.register(server.terminate)
+    _resolve_as(host_port, port)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError("zeus-suite bso-server did not start within 60 s")
+
+
+def _resolve_as(host_port: str, port: int) -> None:
+    """Zeus's ``host:port`` reaches ``127.0.0.1:port`` (as ``/etc/hosts`` or a service would)."""
+    import socket
+
     name, _, zeus_port = host_port.partition(":")
     resolve = socket.getaddrinfo
 
@@ -248,14 +265,70 @@ def start_bso_server(host_port: str) -> None:
         return resolve(host, p, *args, **kwargs)
 
     socket.getaddrinfo = getaddrinfo  # type: ignore[assignment]
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError("zeus-suite bso-server did not start within 60 s")
+
+
+def start_zeusd(addresses: list[str]) -> None:
+    """``zeus-suite daemon`` (4 fake A40s, one RAPL package) reached under each of Zeus's addresses.
+
+    One daemon serves them all: each ``host:port`` resolves to its TCP port (with a read token in
+    ``ZEUSD_TOKEN``, as Zeus's docs have the user set), each socket path is its Unix socket (as a
+    bind mount would make it). The daemon stops when this process ends.
+    """
+    import atexit
+    import socket
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from tests.conftest import free_port
+    from tests.daemon.harness import Daemon, make_rapl
+    from zeus_core.daemon import issue_token
+
+    port = free_port()
+    daemon = Daemon(gpus=4, args=("--tcp", f"127.0.0.1:{port}"))
+    key = b"a signing key of the compat tests, 32+ bytes\n"
+    (daemon.dir / "key").write_bytes(key)
+    make_rapl(daemon.dir / "rapl")
+    daemon.args += ("--signing-key-path", str(daemon.dir / "key"), "--rapl-root", str(daemon.dir / "rapl"))
+    daemon.start()
+    atexit.register(daemon.stop)
+    os.environ["ZEUSD_TOKEN"] = issue_token(key, "zeus-user", ["gpu-read", "cpu-read"], None)
+    paths = [a for a in addresses if a.startswith("/")]
+    for a in addresses:
+        if not a.startswith("/"):
+            _resolve_as(a, port)
+    connect = socket.socket.connect
+
+    def connect_as(self: socket.socket, address: Any) -> None:
+        if self.family == socket.AF_UNIX and address in paths:
+            address = daemon.socket
+        connect(self, address)
+
+    socket.socket.connect = connect_as  # type: ignore[method-assign]
+
+
+def stop_after(namespace: dict[str, Any], name: str, readings: int) -> None:
+    """Another thread calls ``namespace[name].stop()`` once ``readings`` snapshots had every device.
+
+    Zeus's docs: "Iteration stops when stop() is called" (from another thread, in a real program).
+    A snapshot counts when every endpoint has GPU and CPU readings; after 60 s it stops regardless.
+    """
+    import threading
+    import time
+
+    def complete(snapshot: dict[str, Any]) -> bool:
+        return all(r.gpu_power_w and r.cpu_power_w for r in snapshot.values())
+
+    def watch() -> None:
+        while name not in namespace:
+            time.sleep(0.05)
+        client, seen, deadline = namespace[name], 0, time.monotonic() + 60
+        for snapshot in client:  # type: ignore[attr-defined]
+            seen += complete(snapshot)
+            if seen >= readings or time.monotonic() > deadline:
+                print(f"\n[stand-in] {seen} complete snapshots: calling {name}.stop()", flush=True)
+                client.stop()  # type: ignore[attr-defined]
+                return
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def install_fake_tensorboardx() -> None:

@@ -1,7 +1,8 @@
 # zeus-source: docs/measure/index.md:114
 # sha256: f583a0a2782a920ae8fdb2161b32949af604ad72fb8dcac852bf1190142b654e
-# status: not run: needs zeusd daemons on hosts node1 and node2 (port 4938) and at /run/zeusd/zeusd.sock, and its `for readings in client` loop ends only when another thread calls stop()
-# change: none: against running daemons (`zeus-suite daemon` or Zeus's zeusd) it runs with the imports changed
+# zeusd: node1:4938 node2:4938 /run/zeusd/zeusd.sock
+# stop-after: client 3
+# check: ^node1:4938: timestamp= ;; ^node1:4938: GPU=\{0: \d+\.\d+, 1: \S+, 2: \S+, 3: \S+\}, CPU=\{0: CpuPowerReading ;; ^node2:4938: GPU=\{0: \S+, 1: \S+, 2: \S+, 3: \S+\}, CPU=\{0: ;; ^/run/zeusd/zeusd.sock: GPU=\{0: \d.*CPU=\{0: ;; ^\[stand-in\] 3 complete snapshots
 # ---
 from zeus_core.compat.utils.zeusd import ZeusdConfig
 from zeus_core.compat.monitor.power_streaming import PowerStreamingClient
