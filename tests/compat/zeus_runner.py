@@ -5,22 +5,31 @@ Usage: ``python tests/compat/zeus_runner.py SNIPPET [ARGS...]``, or
 and the library are imported once.
 
 The snippet is Zeus's code with only its ``zeus`` import lines rewritten; its header names what
-stands in for what CI lacks: ``# gpus: N`` fake NVIDIA A40s (``pynvml`` replaced by the faithful
-fake), ``# stand-ins: yes`` tiny CPU stand-ins for the names a docs fragment leaves to the reader
-(``train_loader``, ``model``, ...; see ``zeus_standins.py``), ``# torchvision: fake`` a tiny
-``torchvision`` (MNIST/ImageNet-shaped random data, small models), ``# services: pushgateway`` a
-local Pushgateway on port 9091, ``# bso-server: HOST:PORT`` ``zeus-suite bso-server`` reached
-under Zeus's address, ``# rapl: fake`` a RAPL powercap tree with one package and its
-DRAM, ``# fsdp: cpu`` FSDP as FSDP2's ``fully_shard`` on a CPU mesh, ``# zeusd: ADDRESS...`` one
-``zeus-suite daemon`` (4 fake A40s) reached under each ``host:port`` and socket path, ``# stop-after:
-NAME N`` another thread calls ``NAME.stop()`` after N snapshots. ``# before: CODE; CODE``: what a
-docs fragment leaves out (the page's import lines, rewritten; its ``# ...``). A ``...`` argument
-(Zeus's "your arguments here", as in ``Trainer(..., callbacks=[plo])``) becomes the stand-in's
-arguments (``__stand_in_arguments__``). ``# env: K=V ...`` the environment that Zeus's job
-file sets, ``# tensorboardX: fake`` a ``SummaryWriter`` that drops what it is given. ``# argv:
-ARGS`` the example's command line (small sizes, ``-j 0``). ``# expect: NAME``: Zeus itself ends
-with exception ``NAME`` on such a machine (e.g.
-``get_soc()`` without an SoC), and so must the snippet. Nothing in the snippet's own lines is changed.
+stands in for what CI lacks:
+
+- ``# gpus: N``: fake NVIDIA A40s (``pynvml`` replaced by the faithful fake; CUDA calls on the CPU).
+- ``# stand-ins: yes``: tiny CPU stand-ins for the names a docs fragment leaves to the reader
+  (``train_loader``, ``model``, ...; see ``zeus_standins.py``).
+- ``# torchvision: fake``: a tiny ``torchvision`` (MNIST/ImageNet-shaped random data, small models).
+- ``# services: pushgateway``: a local Pushgateway on port 9091.
+- ``# bso-server: HOST:PORT``: ``zeus-suite bso-server`` reached under Zeus's address.
+- ``# rapl: fake``: a RAPL powercap tree with packages and their DRAM.
+- ``# fsdp: cpu``: FSDP as FSDP2's ``fully_shard`` on a CPU mesh.
+- ``# zeusd: ADDRESS...``: one ``zeus-suite daemon`` (4 fake A40s) reached under each ``host:port``
+  and socket path; ``# stop-after: NAME N``: another thread calls ``NAME.stop()`` after N snapshots.
+- ``# cuda-scale: F``: CUDA tensors F times smaller per side, on the CPU; ``# sleep-scale: F``:
+  ``time.sleep(s)`` sleeps ``F * s``; ``# master-port: P``: a ``MASTER_PORT`` fixed to P is a free port.
+- ``# capriccio: tiny``: Capriccio-shaped local data and a tiny BERT under ``FOLDER`` (argv).
+- ``# before: CODE; CODE``: what a docs fragment leaves out (the page's import lines, rewritten;
+  its ``# ...``). A ``...`` argument (Zeus's "your arguments here", as in
+  ``Trainer(..., callbacks=[plo])``) becomes the stand-in's arguments (``__stand_in_arguments__``).
+- ``# env: K=V ...``: the environment that Zeus's job file sets; ``# tensorboardX: fake``: a
+  ``SummaryWriter`` that drops what it is given; ``# argv: ARGS``: the example's command line
+  (small sizes, ``-j 0``).
+- ``# expect: NAME``: Zeus itself ends with exception ``NAME`` on such a machine (e.g. ``get_soc()``
+  without an SoC), and so must the snippet.
+
+Nothing in the snippet's own lines is changed.
 """
 
 from __future__ import annotations
@@ -77,6 +86,9 @@ def run_snippet(path: str, args: list[str]) -> None:
     text = Path(path).read_text()
     meta = header(text)
     args = args or meta.get("argv", "").split()  # the command line a user would give (small sizes)
+    if meta.get("capriccio") == "tiny":  # local data and model: FOLDER in the command line
+        folder = zeus_standins.install_capriccio()
+        args = [a.replace("FOLDER", folder) for a in args]
     gpus = int(meta.get("gpus", "1"))
     sys.modules["pynvml"] = FakeNVML([FakeGPUSpec.a40() for _ in range(gpus)])  # type: ignore[assignment]
     zeus_standins.cuda_on_cpu(gpus)
@@ -91,6 +103,12 @@ def run_snippet(path: str, args: list[str]) -> None:
         zeus_standins.install_fake_tensorboardx()
     if meta.get("bso-server"):
         zeus_standins.start_bso_server(meta["bso-server"])
+    if meta.get("cuda-scale"):
+        zeus_standins.scale_cuda_tensors(int(meta["cuda-scale"]))
+    if meta.get("sleep-scale"):
+        zeus_standins.scale_sleep(float(meta["sleep-scale"]))
+    if meta.get("master-port"):
+        zeus_standins.remap_master_port(meta["master-port"])
     if meta.get("zeusd"):
         zeus_standins.start_zeusd(meta["zeusd"].split())
     if meta.get("fsdp") == "cpu":

@@ -31,6 +31,10 @@ __all__ = [
     "install_fake_tensorboardx",
     "start_bso_server",
     "start_zeusd",
+    "install_capriccio",
+    "scale_cuda_tensors",
+    "scale_sleep",
+    "remap_master_port",
     "stop_after",
     "trainer_arguments",
 ]
@@ -61,14 +65,25 @@ def cuda_on_cpu(device_count: int) -> None:
 
         return cpu_to
 
-    tensor = torch.tensor
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._device import _device_constructors
 
-    def cpu_tensor(*args: Any, **kwargs: Any) -> torch.Tensor:
-        if gpu(kwargs.get("device")):
-            kwargs["device"] = "cpu"
-        return tensor(*args, **kwargs)
+    constructors = _device_constructors()
 
-    torch.tensor = cpu_tensor  # type: ignore[assignment]
+    class OnCPU(TorchFunctionMode):
+        """``torch.tensor(..., device="cuda")`` and the other constructors: on the CPU.
+
+        A mode rather than a replaced ``torch.tensor``: transformers 5 builds models with the
+        constructors swapped and back, and a replaced one leaves its buffers uninitialised.
+        """
+
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            if func in constructors and gpu(kwargs.get("device")):
+                kwargs["device"] = "cpu"
+            return func(*args, **kwargs)
+
+    OnCPU().__enter__()
     torch.Tensor.to = on_cpu(torch.Tensor.to)  # type: ignore[method-assign]
     nn.Module.to = on_cpu(nn.Module.to)  # type: ignore[method-assign]
     import torch.distributed as dist
@@ -329,6 +344,107 @@ def stop_after(namespace: dict[str, Any], name: str, readings: int) -> None:
                 return
 
     threading.Thread(target=watch, daemon=True).start()
+
+
+def scale_cuda_tensors(f: int) -> None:
+    """``torch.rand(n, m, device="cuda")`` (``randn``, ``zeros``, ``ones``): ``n/f × m/f`` on the CPU.
+
+    Two CPU cores cannot multiply 10000² matrices in CI's time; the code around them runs as written.
+    """
+    for name in ("rand", "randn", "zeros", "ones"):
+        make = getattr(torch, name)
+
+        def smaller(*size: Any, _make: Any = make, **kwargs: Any) -> torch.Tensor:
+            if str(kwargs.get("device", "")).startswith("cuda"):
+                kwargs["device"] = "cpu"
+                size = tuple(max(1, s // f) if isinstance(s, int) else s for s in size)
+            return _make(*size, **kwargs)  # type: ignore[no-any-return]
+
+        setattr(torch, name, smaller)
+
+
+def scale_sleep(factor: float) -> None:
+    """``time.sleep(s)`` sleeps ``s * factor`` s (a fast clock for what the code only waits out)."""
+    import time
+
+    sleep = time.sleep
+    time.sleep = lambda s: sleep(s * factor)
+
+
+def remap_master_port(zeus_port: str) -> None:
+    """A ``MASTER_PORT`` the code fixes (``29500``) is a free port (CI runs jobs side by side)."""
+    import torch.distributed as dist
+
+    from tests.conftest import free_port
+
+    port = str(free_port())  # chosen before the code forks its workers: the same in each
+    init = dist.init_process_group
+
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        if os.environ.get("MASTER_PORT") == zeus_port:
+            os.environ["MASTER_PORT"] = port
+        return init(*args, **kwargs)
+
+    dist.init_process_group = init_process_group  # type: ignore[assignment]
+
+
+class _Accuracy:
+    """``load_metric("accuracy")`` of datasets < 3: ``add_batch``, ``compute()`` -> ``{"accuracy": ...}``."""
+
+    def __init__(self) -> None:
+        self.right = self.total = 0
+
+    def add_batch(self, predictions: Any, references: Any) -> None:
+        self.right += int((torch.as_tensor(predictions) == torch.as_tensor(references)).sum())
+        self.total += len(references)
+
+    def compute(self) -> dict[str, float]:
+        out = {"accuracy": self.right / max(self.total, 1)}
+        self.right = self.total = 0
+        return out
+
+
+def install_capriccio() -> str:
+    """Capriccio-shaped local data, a tiny BERT and the names newer libraries removed; returns the folder.
+
+    ``FOLDER/0_train.json``, ``FOLDER/0_val.json`` (JSON lines of ``text`` and ``label``, 64 and 16
+    rows whose label a word gives away), ``FOLDER/tiny-bert`` (a 1-layer BERT with a 17-word vocabulary,
+    randomly initialised, and its tokenizer); ``datasets.load_metric`` (removed in datasets 3) gives
+    a local accuracy metric, ``transformers.AdamW`` (removed in transformers 5) is ``torch.optim.AdamW``.
+    """
+    import json
+    import random
+    import tempfile
+
+    import datasets
+    import transformers
+
+    folder = Path(tempfile.mkdtemp(prefix="zeus-capriccio-"))
+    words = ["good", "great", "fine", "bad", "awful", "poor", "the", "movie", "was", "plot", "acting", "very"]
+    rng = random.Random(0)
+    for split, n in (("train", 64), ("val", 16)):
+        rows = []
+        for _ in range(n):
+            label = rng.randint(0, 1)
+            mood = rng.choice(words[:3] if label else words[3:6])
+            rows.append({"text": " ".join([*rng.sample(words[6:], 3), mood]), "label": label})
+        (folder / f"0_{split}.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    model_dir = folder / "tiny-bert"
+    model_dir.mkdir()
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
+    transformers.BertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)}).save_pretrained(model_dir)
+    config = transformers.BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=512,
+    )
+    transformers.BertForSequenceClassification(config).save_pretrained(model_dir)
+    datasets.load_metric = lambda name, *a, **k: _Accuracy()  # type: ignore[attr-defined]
+    sys.modules["transformers"].AdamW = torch.optim.AdamW  # type: ignore[attr-defined]  # (re-imported by now)
+    return str(folder)
 
 
 def install_fake_tensorboardx() -> None:

@@ -1,7 +1,10 @@
 # zeus-source: examples/batch_size_optimizer/capriccio/train.py
 # sha256: 3ce0b279e94a929606ff9736bc6bd38927b24ac481df4b703ff52fb4690610e0
-# status: not run: imports `load_metric` from datasets, which datasets 3.0 removed (it fails with Zeus too on current datasets), and downloads Capriccio and BERT
-# change: `evaluate.load("accuracy")` instead of `load_metric("accuracy")`
+# capriccio: tiny
+# bso-server: server:80
+# env: ZEUS_SERVER_URL=http://server:80 ZEUS_JOB_ID=capriccio-dev-1
+# argv: --data_dir FOLDER --slice_number 0 --model_name_or_path FOLDER/tiny-bert --max_epochs 3 --target_metric 0.4
+# check: ^Chosen batach size: \d+ ;; epoch 0: \{'accuracy': [01]\.\d+\} ;; trial 1: .*reached
 # ---
 # coding=utf-8
 # Copyright 2021 The HuggingFace Inc. team. All rights reserved.

@@ -1,7 +1,10 @@
 # zeus-source: examples/pipeline_frequency_optimizer/profile_p2p.py
 # sha256: d8cb40c6ced0198a0d709da6e51f431d3fd8f6e895f83fada0eadb38e81681ed
-# status: not run: sends a 10000x10000 tensor between two GPUs and sleeps 60 s to measure blocking power
-# change: none: on two GPUs it runs with the imports changed
+# gpus: 2
+# cuda-scale: 100
+# sleep-scale: 0.02
+# master-port: 29500
+# check: ^Sleeping for 60 seconds ;; ^Time \(s\): (0\.[4-9]|[1-9])\d* ;; ^Energy \(J\): \d ;; ^Power \(W\): \d
 # ---
 """Profile the power consumption of the GPU while waiting on P2P communication."""
 
