@@ -71,7 +71,8 @@ def run_command(line: str, ctrl_c_after_s: float) -> None:
 
     python, flag, module, *args = shlex.split(line)
     assert (python, flag) == ("python", "-m"), line
-    if ctrl_c_after_s > 0:
+    if ctrl_c_after_s > 0:  # Python's own Ctrl-C handler, even where the launcher ignored SIGINT (`cmd &`)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         threading.Timer(ctrl_c_after_s, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
     sys.argv = [module, *args]
     try:
