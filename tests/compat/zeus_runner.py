@@ -19,7 +19,10 @@ stands in for what CI lacks:
   and socket path; ``# stop-after: NAME N``: another thread calls ``NAME.stop()`` after N snapshots.
 - ``# cuda-scale: F``: CUDA tensors F times smaller per side, on the CPU; ``# sleep-scale: F``:
   ``time.sleep(s)`` sleeps ``F * s``; ``# master-port: P``: a ``MASTER_PORT`` fixed to P is a free port.
-- ``# capriccio: tiny``: Capriccio-shaped local data and a tiny BERT under ``FOLDER`` (argv).
+- ``# capriccio: tiny``: Capriccio-shaped local data and a tiny BERT under ``FOLDER`` (argv;
+  ``# cwd: FOLDER``: run there); ``# clm: tiny``: a tiny GPT-2, text files and the names
+  transformers 5 removed, under ``FOLDER`` (see ``install_clm``); ``# ipinfo: LAT,LON``:
+  ``ipinfo.io`` answered locally.
 - ``# before: CODE; CODE``: what a docs fragment leaves out (the page's import lines, rewritten;
   its ``# ...``). A ``...`` argument (Zeus's "your arguments here", as in
   ``Trainer(..., callbacks=[plo])``) becomes the stand-in's arguments (``__stand_in_arguments__``).
@@ -40,6 +43,7 @@ import inspect
 import os
 import sys
 import textwrap
+import types
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -90,6 +94,11 @@ def run_snippet(path: str, args: list[str]) -> None:
     if meta.get("capriccio") == "tiny":  # local data and model: FOLDER in the command line
         folder = zeus_standins.install_capriccio()
         args = [a.replace("FOLDER", folder) for a in args]
+    if meta.get("clm") == "tiny":  # a tiny GPT-2 and text: FOLDER in the command line
+        folder = zeus_standins.install_clm()
+        args = [a.replace("FOLDER", folder) for a in args]
+    if meta.get("cwd") == "FOLDER":  # the files are where the docs' relative paths look
+        os.chdir(folder)
     gpus = int(meta.get("gpus", "1"))
     sys.modules["pynvml"] = FakeNVML([FakeGPUSpec.a40() for _ in range(gpus)])  # type: ignore[assignment]
     zeus_standins.cuda_on_cpu(gpus)
@@ -110,6 +119,8 @@ def run_snippet(path: str, args: list[str]) -> None:
         zeus_standins.scale_sleep(float(meta["sleep-scale"]))
     if meta.get("master-port"):
         zeus_standins.remap_master_port(meta["master-port"])
+    if meta.get("ipinfo"):
+        zeus_standins.start_ipinfo(meta["ipinfo"])
     if meta.get("zeusd"):
         zeus_standins.start_zeusd(meta["zeusd"].split())
     if meta.get("fsdp") == "cpu":
@@ -118,7 +129,10 @@ def run_snippet(path: str, args: list[str]) -> None:
         zeus_standins.fake_rapl()
     if meta.get("jax") == "fake":
         zeus_standins.install_fake_jax()
-    namespace: dict[str, object] = {"__name__": "__main__", "__file__": path}
+    main = types.ModuleType("__main__")  # the snippet is the program's __main__, as `python FILE` makes it
+    main.__file__ = path
+    sys.modules["__main__"] = main  # (typing.get_type_hints and pickle look names up there)
+    namespace: dict[str, object] = main.__dict__
     if meta.get("stand-ins") == "yes":
         namespace.update(zeus_standins.names())
     if meta.get("stop-after"):  # NAME N: another thread stops client NAME after N snapshots

@@ -31,7 +31,9 @@ __all__ = [
     "install_fake_tensorboardx",
     "start_bso_server",
     "start_zeusd",
+    "start_ipinfo",
     "install_capriccio",
+    "install_clm",
     "scale_cuda_tensors",
     "scale_sleep",
     "remap_master_port",
@@ -407,7 +409,7 @@ class _Accuracy:
 def install_capriccio() -> str:
     """Capriccio-shaped local data, a tiny BERT and the names newer libraries removed; returns the folder.
 
-    ``FOLDER/0_train.json``, ``FOLDER/0_val.json`` (JSON lines of ``text`` and ``label``, 64 and 16
+    ``FOLDER/{0,9}_train.json``, ``FOLDER/{0,9}_val.json`` (JSON lines of ``text`` and ``label``, 64 and 16
     rows whose label a word gives away), ``FOLDER/tiny-bert`` (a 1-layer BERT with a 17-word vocabulary,
     randomly initialised, and its tokenizer); ``datasets.load_metric`` (removed in datasets 3) gives
     a local accuracy metric, ``transformers.AdamW`` (removed in transformers 5) is ``torch.optim.AdamW``.
@@ -422,13 +424,14 @@ def install_capriccio() -> str:
     folder = Path(tempfile.mkdtemp(prefix="zeus-capriccio-"))
     words = ["good", "great", "fine", "bad", "awful", "poor", "the", "movie", "was", "plot", "acting", "very"]
     rng = random.Random(0)
-    for split, n in (("train", 64), ("val", 16)):
+    for split, n in (("train", 64), ("val", 16)):  # slice 0 (train.py's argv) and slice 9 (the README's)
         rows = []
         for _ in range(n):
             label = rng.randint(0, 1)
             mood = rng.choice(words[:3] if label else words[3:6])
             rows.append({"text": " ".join([*rng.sample(words[6:], 3), mood]), "label": label})
-        (folder / f"0_{split}.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        for slice_number in (0, 9):
+            (folder / f"{slice_number}_{split}.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
     model_dir = folder / "tiny-bert"
     model_dir.mkdir()
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]
@@ -444,6 +447,59 @@ def install_capriccio() -> str:
     transformers.BertForSequenceClassification(config).save_pretrained(model_dir)
     datasets.load_metric = lambda name, *a, **k: _Accuracy()  # type: ignore[attr-defined]
     sys.modules["transformers"].AdamW = torch.optim.AdamW  # type: ignore[attr-defined]  # (re-imported by now)
+    return str(folder)
+
+
+def install_clm() -> str:
+    """A tiny GPT-2 with its tokenizer and a few lines of text, and the names transformers 5 removed.
+
+    ``FOLDER/tiny-gpt2`` (one layer, a word-level tokenizer of 13 words), ``FOLDER/train.txt`` and
+    ``FOLDER/validation.txt``; what transformers 4.37 had and 5 removed: ``is_torch_tpu_available``
+    (False), ``transformers.utils.send_example_telemetry`` (nothing sent), ``Trainer(tokenizer=)``; an
+    ``evaluate`` whose ``load("accuracy")`` is a local accuracy (no Hub in CI). Returns the folder.
+    """
+    import tempfile
+
+    import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    folder = Path(tempfile.mkdtemp(prefix="zeus-clm-"))
+    words = ["the", "gpu", "runs", "at", "a", "lower", "power", "limit", "and", "saves", "energy", "."]
+    vocab = {w: i for i, w in enumerate(["<|endoftext|>", *words])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<|endoftext|>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    model_dir = folder / "tiny-gpt2"
+    transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|endoftext|>", bos_token="<|endoftext|>", unk_token="<|endoftext|>"
+    ).save_pretrained(model_dir)
+    config = transformers.GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=len(vocab), n_positions=64)
+    transformers.GPT2LMHeadModel(config).save_pretrained(model_dir)
+    line = "the gpu runs at a lower power limit and saves energy .\n"
+    (folder / "train.txt").write_text(line * 48)
+    (folder / "validation.txt").write_text(line * 8)
+    trainer = sys.modules["transformers"].Trainer
+
+    class Trainer(trainer):  # type: ignore[misc,valid-type]
+        """transformers 4's ``Trainer(tokenizer=...)`` (transformers 5: ``processing_class=``)."""
+
+        def __init__(self, *args: Any, tokenizer: Any = None, **kwargs: Any) -> None:
+            if tokenizer is not None:
+                kwargs.setdefault("processing_class", tokenizer)
+            super().__init__(*args, **kwargs)
+
+    sys.modules["transformers"].Trainer = Trainer  # type: ignore[attr-defined]
+    sys.modules["transformers"].is_torch_tpu_available = lambda *a, **k: False  # type: ignore[attr-defined]
+    sys.modules["transformers.utils"].send_example_telemetry = lambda *a, **k: None  # type: ignore[attr-defined]
+    evaluate = types.ModuleType("evaluate")
+
+    class _Metric(_Accuracy):
+        def compute(self, predictions: Any = None, references: Any = None) -> dict[str, float]:  # type: ignore[override]
+            if predictions is not None:
+                self.add_batch(predictions, references)
+            return super().compute()
+
+    evaluate.load = lambda name, *a, **k: _Metric()  # type: ignore[attr-defined]
+    sys.modules["evaluate"] = evaluate
     return str(folder)
 
 
@@ -522,6 +578,27 @@ def start_pushgateway(port: int = 9091) -> None:
     import atexit
 
     atexit.register(lambda: print(f"[pushgateway] {_Gateway.pushes} pushes", file=sys.stderr, flush=True))
+
+
+def start_ipinfo(loc: str) -> None:
+    """``http://ipinfo.io/json`` answered locally with ``{"loc": LOC}`` (CI has no network)."""
+    import json
+
+    class IPInfo(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            body = json.dumps({"ip": "192.0.2.1", "loc": loc}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), IPInfo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    _resolve_as("ipinfo.io:80", server.server_address[1])
 
 
 def names() -> dict[str, Any]:

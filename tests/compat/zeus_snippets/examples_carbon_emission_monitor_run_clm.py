@@ -1,7 +1,9 @@
 # zeus-source: examples/carbon_emission_monitor/run_clm.py
 # sha256: ef5434e15e64e7409eadb39d67b1cdea6934cc9b18d999245c764e7d8848402c
-# status: not run: written for transformers 4.37 (imports `is_torch_tpu_available`, which transformers 5 removed: it fails with Zeus too on CI's transformers), downloads wikitext, GPT-2 and the `evaluate` metric from the Hub and asks Electricity Maps and ipinfo.io (no network in CI)
-# change: none in Zeus's lines: with transformers 4.x and Hub access it runs with the imports changed
+# clm: tiny
+# ipinfo: 47.3769,8.5417
+# argv: --model_name_or_path FOLDER/tiny-gpt2 --train_file FOLDER/train.txt --validation_file FOLDER/validation.txt --do_train --do_eval --output_dir FOLDER/out --max_steps 6 --per_device_train_batch_size 2 --per_device_eval_batch_size 2 --block_size 16 --report_to none --use_cpu --save_strategy no
+# check: ^Train energy & carbon measurements: ;; CarbonEmissionMeasurement\(time=\S+, gpu_energy=\{0: \S+\}, gpu_carbon_emission=\{0: \d ;; ^Evaluation energy & carbon measurements:
 # ---
 #!/usr/bin/env python
 # coding=utf-8

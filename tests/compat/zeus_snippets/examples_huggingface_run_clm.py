@@ -1,7 +1,8 @@
 # zeus-source: examples/huggingface/run_clm.py
 # sha256: 2aa2cc973713c043439b895c77a5652b0316891d166d2c158f5e48591285cc70
-# status: not run: written for transformers 4.37 (imports `is_torch_tpu_available`, which transformers 5 removed: it fails with Zeus too on CI's transformers), and downloads the wikitext dataset, GPT-2 and the `evaluate` accuracy metric from the Hub (no network in CI); examples/zeus_huggingface_clm.py is the same Trainer loop on local data and runs in CI
-# change: none in Zeus's lines: with transformers 4.x and Hub access it runs with the imports changed
+# clm: tiny
+# argv: --model_name_or_path FOLDER/tiny-gpt2 --train_file FOLDER/train.txt --validation_file FOLDER/validation.txt --do_train --do_eval --output_dir FOLDER/out --max_steps 6 --per_device_train_batch_size 2 --per_device_eval_batch_size 2 --block_size 16 --report_to none --use_cpu --save_strategy no
+# check: perplexity\s+= ;; HFGlobalPowerLimitOptimizer: \d
 # ---
 #!/usr/bin/env python
 # coding=utf-8
