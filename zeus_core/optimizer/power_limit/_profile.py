@@ -5,15 +5,19 @@ hardware (GPU model, the GPUs of every rank, the limit range); :meth:`PowerLimit
 rejects a file made on another model or another set of GPUs with a message that says what
 differs and how to proceed.
 
-File format (``"version": 1``)::
+File format (``"version": 2``; version 1 files, whose measurements say ``power_limit_w``,
+``energy_per_step_j`` and ``time_per_step_s``, are read too)::
 
-    {"version": 1, "kind": "zeus-suite/power-limit-profile",
+    {"version": 2, "kind": "zeus-suite/power-limit-profile",
      "hardware": {"gpu_model": "NVIDIA A40", "gpu_uuids": ["GPU-…", …], "world_size": 1,
                   "min_w": 100.0, "max_w": 300.0, "simulated": false},
      "selector": "MaxSlowdownConstraint(factor=1.1)",
-     "measurements": [{"power_limit_w": 300.0, "steps": 40, "time_per_step_s": …, …}, …],
+     "measurements": [{"power_limit": 300.0, "energy": …, "time": …, "steps": 40, …}, …],
      "optimal_power_limit_w": 250.0,          # null while the sweep is unfinished
-     "reason": "…"}
+     "reason": "…",
+     "visits": [[300.0, [sample times], [sample energies], [sample steps], first step], …]}
+
+Saving runs on a writer thread (:class:`ProfileWriter`), so a step never waits for the disk.
 """
 
 from __future__ import annotations
@@ -21,20 +25,30 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from zeus_core import distributed
-from zeus_core.device.base import GPU
-from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
-from zeus_core.optimizer.power_limit.measurement import PowerLimitMeasurement
+from zeus_core.device.base import GPU, PowerLimitConstraints
+from zeus_core.exceptions import ZeusConfigError, ZeusPermissionError, ZeusProfileError
+from zeus_core.optimizer.power_limit._measurement import PowerLimitMeasurement
 
-__all__ = ["JobGPUs", "PowerLimitProfile", "gather_job_gpus", "load_profile_on_every_rank"]
+__all__ = [
+    "checkpointed_measurements",
+    "JobGPUs",
+    "PowerLimitProfile",
+    "ProfileWriter",
+    "check_gpus",
+    "gather_job_gpus",
+    "load_profile_on_every_rank",
+]
 
 logger = logging.getLogger(__name__)
 
-_VERSION = 1
+_VERSION = 2
 _KIND = "zeus-suite/power-limit-profile"
 
 
@@ -49,6 +63,10 @@ class JobGPUs:
         min_w: Lowest settable limit, W.
         max_w: Highest settable limit, W.
         simulated: Whether the GPUs are simulated.
+
+    Example:
+        >>> JobGPUs("NVIDIA A40", ("GPU-0", "GPU-1"), 1, 100.0, 300.0).num_gpus
+        2
     """
 
     gpu_model: str
@@ -104,6 +122,13 @@ class PowerLimitProfile:
         optimal_power_limit_w: The chosen limit, W, or ``None`` while the sweep is unfinished.
         selector: Text form of the selector that decided (for the record).
         reason: Why the sweep ended where it did.
+        extra: Further top-level keys (the visits' samples).
+
+    Example:
+        >>> job = JobGPUs("NVIDIA A40", ("GPU-0",), 1, 100.0, 300.0)
+        >>> p = PowerLimitProfile(job, (PowerLimitMeasurement(300, energy=60.0, time=0.2, steps=40),), 300.0, "Energy()")
+        >>> PowerLimitProfile.from_dict(p.to_dict()) == p
+        True
     """
 
     hardware: JobGPUs
@@ -281,3 +306,87 @@ def load_profile_on_every_rank(path: Path, job: JobGPUs) -> PowerLimitProfile | 
     if kind == "error":
         raise ZeusProfileError(content)
     return PowerLimitProfile.from_dict(content) if kind == "ok" else None
+
+
+def check_gpus(gpus: Sequence[GPU]) -> PowerLimitConstraints:
+    """The GPUs' common limit range; they must be one model and this process may set their limits.
+
+    Raises:
+        ZeusConfigError: Different models or limit ranges.
+        ZeusPermissionError: This process may not set power limits (the message says how to).
+    """
+    names = {g.name for g in gpus}
+    constraints = {g.power_limit_constraints() for g in gpus}
+    if len(names) > 1 or len(constraints) > 1:
+        raise ZeusConfigError(
+            "GlobalPowerLimitOptimizer sets one power limit on every monitored GPU, so they must be "
+            f"the same model with the same limit range; got {[g.describe() for g in gpus]} with ranges "
+            f"{sorted((c.min_w, c.max_w) for c in constraints)}. Monitor one kind of GPU "
+            "(ZeusMonitor(gpu_indices=[...]))."
+        )
+    for gpu in gpus:
+        try:
+            gpu.check_control_permission()
+        except ZeusPermissionError as e:
+            raise ZeusPermissionError(
+                f"GlobalPowerLimitOptimizer must set power limits on {gpu.describe()}, and this process "
+                f"may not: {e}"
+            ) from e
+    return next(iter(constraints))
+
+
+class ProfileWriter:
+    """Saves profiles on a daemon thread (the latest one wins); :meth:`flush` waits for the disk."""
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue[tuple[PowerLimitProfile, Path] | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, profile: PowerLimitProfile, path: Path) -> None:
+        """Save ``profile`` to ``path`` soon."""
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="zeus-plo-profile", daemon=True)
+            self._thread.start()
+        self._queue.put((profile, path))
+
+    def flush(self) -> None:
+        """Wait until every submitted profile is on disk."""
+        if self._thread is not None and self._thread.is_alive():
+            self._queue.join()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            try:
+                if item is not None and self._queue.empty():  # a newer profile is queued: skip this one
+                    item[0].save(item[1])
+            except OSError as e:  # pragma: no cover - the disk is full or the folder vanished
+                logger.warning(
+                    "Could not save the power-limit profile to %s: %s", item[1] if item else "?", e
+                )
+            finally:
+                self._queue.task_done()
+
+
+def checkpointed_measurements(state: Mapping[str, Any], job: JobGPUs) -> list[PowerLimitMeasurement] | None:
+    """The measurements of a checkpoint (``None``, with a warning, when it is of other hardware).
+
+    Malformed measurements are dropped with a warning; so is a state of an unknown version.
+    """
+    if state.get("version") not in (1, 2):
+        logger.warning(
+            "Power-limit optimizer state of version %r; loading what matches.", state.get("version")
+        )
+    try:
+        if state.get("hardware") is not None:
+            PowerLimitProfile(JobGPUs.from_dict(state["hardware"])).check(job, "The checkpointed state")
+    except ZeusProfileError as e:
+        logger.warning("Dropping the checkpointed power-limit measurements: %s", e)
+        return None
+    measurements = []
+    for item in state.get("measurements", []):
+        try:
+            measurements.append(PowerLimitMeasurement.from_dict(item))
+        except ZeusProfileError as e:
+            logger.warning("Dropping a checkpointed measurement: %s", e)
+    return measurements
