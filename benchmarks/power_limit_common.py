@@ -102,7 +102,7 @@ def bound_broken(label: str, truth: Truth, chosen: float | None) -> bool:
 
 
 def waste(label: str, truth: Truth, steps_at: dict[float, int], gpus: int = 1) -> float:
-    """Selector cost of the steps before the decision beyond the same steps at the optimum, in optimal steps."""
+    """The selector's cost of the steps before the decision beyond the optimum's, in optimal steps."""
     best = optimal(label, truth, gpus)
     total = 0.0
     for w, n in steps_at.items():

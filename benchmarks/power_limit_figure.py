@@ -14,7 +14,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -23,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.power_limit_common import SELECTORS, optimal  # noqa: E402
+from benchmarks.power_limit_common import SELECTORS, optimal, write_results  # noqa: E402
 from zeus_core import console, data  # noqa: E402
 from zeus_core.testing._realtime_replay import RealTimeReplay  # noqa: E402
 
@@ -86,8 +85,8 @@ def plot(result: dict[str, Any], out: Path) -> None:
     ax_w.axvline(len(xs) - 1, color="crimson", ls="--", lw=1)
     ax_w.set_ylabel("power limit (W)")
     ax_w.set_title(
-        f"{result['profile']}, {result['selector']}: chose {result['chosen_w']:g} W (optimum {result['optimal_w']:g} W) "
-        f"after {len(xs)} steps",
+        f"{result['profile']}, {result['selector']}: chose {result['chosen_w']:g} W "
+        f"(optimum {result['optimal_w']:g} W) after {len(xs)} steps",
         fontsize=10,
     )
     for limit, first, samples in result["visits"]:
@@ -111,7 +110,7 @@ def plot(result: dict[str, Any], out: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run, plot, and keep the run's figures beside the figure (JSON)."""
+    """Run, plot, and keep the run's figures (``benchmarks/results/power_limit_figure.json``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="A40_resnet50_1gpu")
     parser.add_argument("--selector", default="MaxSlowdown(1.1)", choices=list(SELECTORS))
@@ -120,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     console.set_enabled(False)
     result = run(args.profile, args.selector)
     plot(result, args.out)
-    args.out.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    write_results("power_limit_figure", {"benchmark": "power_limit_figure", **result})
     print(f"{args.out.relative_to(ROOT)}: chose {result['chosen_w']:g} W ({result['reason']})")
     return 0
 

@@ -55,6 +55,7 @@ from benchmarks.power_limit_common import (  # noqa: E402
     optimal,
     reset_zeus_gpus,
     waste,
+    write_results,
     zeus_selector,
 )
 from zeus_core import console, data  # noqa: E402
@@ -337,6 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the profiles and the noise")
     parser.add_argument("--a40", type=Path, default=DATA, help="folder of measured A40 profile CSVs")
     parser.add_argument("--epochs", type=int, nargs="*", default=list(EPOCHS), help="epoch lengths, steps")
+    parser.add_argument("--output", default="power_limit_generated", help="results file name (no .json)")
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)
     warnings.simplefilter("ignore")
@@ -350,14 +352,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     print(report(cases))
     measured = measured_workloads(args.a40) if args.a40.is_dir() else []
+    a40: list[Case] = []
     if measured:
         a40 = run_grid(measured, epochs=args.epochs, seed=args.seed)
         print(f"\nMeasured A40 profiles ({len(measured)}, {args.a40}):\n")
         print(report(a40))
     else:
         print(f"\n(no measured profiles at {args.a40}; pass --a40 to check them)")
-    print(f"\n({time.perf_counter() - start:.0f} s)")
+    payload = {
+        "benchmark": "power_limit_generated",
+        "profiles": args.profiles,
+        "seed": args.seed,
+        "epochs": args.epochs,
+        "generated": _groups(cases),
+        "measured_a40": _groups(a40) if a40 else None,
+        "misses": [_miss(c) for c in cases + a40 if not c.ours.ok],
+    }
+    path = write_results(args.output, payload)
+    print(f"\n({time.perf_counter() - start:.0f} s; results in {path.relative_to(ROOT)})")
     return 0
+
+
+def _groups(cases: Sequence[Case]) -> dict[str, Any]:
+    """The summary overall and by selector, noise, epoch length and GPU (as the printed table)."""
+    out: dict[str, Any] = {"all": summarize(cases)}
+    for title, key in (("selector", "selector"), ("noise", "noise"), ("epoch", "epoch"), ("gpu", "gpu")):
+        for value in dict.fromkeys(getattr(c, key) for c in cases):
+            out[f"{title}={value}"] = summarize([c for c in cases if getattr(c, key) == value])
+    return out
+
+
+def _miss(c: Case) -> dict[str, Any]:
+    return {"profile": c.profile, "selector": c.selector, "noise": c.noise, "epoch": c.epoch,
+            "chosen_w": c.ours.chosen_w, "optimal_w": c.optimal_w}  # fmt: skip
 
 
 if __name__ == "__main__":

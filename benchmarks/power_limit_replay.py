@@ -299,7 +299,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     labels = args.selectors or list(SELECTORS)
     start = time.perf_counter()
     print(
-        f"{'profile':<27} {'selector':<17} {'#':>2} {'opt W':>5} | {'ours: W':>9} {'steps':>5} {'waste':>7} | "
+        f"{'profile':<27} {'selector':<17} {'#':>2} {'opt W':>5} | "
+        f"{'ours: W':>9} {'steps':>5} {'waste':>7} | "
         f"{'Zeus: W':>9} {'steps':>5} {'waste':>7}"
     )
     cases = run_grid(paths, labels, args.repeats, args.epoch, args.trace)

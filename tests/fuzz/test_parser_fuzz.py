@@ -23,8 +23,7 @@ from zeus_core.optimizer.batch_size.spec import JobSpec
 from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
 from zeus_core.optimizer.pipeline_frequency.profile import PROFILE_CSV_HEADER, InstructionProfile
 from zeus_core.optimizer.pipeline_frequency.schedule import synchronous_1f1b
-from zeus_core.optimizer.power_limit import PowerLimitMeasurement
-from zeus_core.optimizer.power_limit import JobGPUs, PowerLimitProfile
+from zeus_core.optimizer.power_limit import JobGPUs, PowerLimitMeasurement, PowerLimitProfile
 
 T = TypeVar("T")
 FUZZ = settings(

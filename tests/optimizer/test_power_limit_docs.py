@@ -1,4 +1,4 @@
-"""Every Python block of docs/optimizers/power-limit.md runs as printed (a ``# needs: ...`` block is skipped)."""
+"""Every Python block of docs/optimizers/power-limit.md runs as printed (but ``# needs: ...`` ones)."""
 
 from __future__ import annotations
 

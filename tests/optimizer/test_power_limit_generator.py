@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from zeus_core.testing import GPUS, NoisyRun, StepNoise, generate

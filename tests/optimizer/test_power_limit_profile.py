@@ -15,7 +15,6 @@ from zeus_core.optimizer.power_limit import (
     Energy,
     GlobalPowerLimitOptimizer,
     JobGPUs,
-    PowerLimitMeasurement,
     PowerLimitProfile,
     Ready,
     Time,

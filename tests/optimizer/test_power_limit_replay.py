@@ -1,4 +1,4 @@
-"""Measured profiles replayed in real time (``zeus_core/testing/_realtime_replay.py``, ``benchmarks/power_limit_replay.py``).
+"""Measured profiles replayed in real time (the replay harness, and ``benchmarks/power_limit_replay.py``).
 
 These run on the wall clock: a loaded machine slows the steps, so the assertions leave room for it.
 """

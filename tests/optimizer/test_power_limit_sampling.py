@@ -11,7 +11,6 @@ from tests.optimizer.plo_support import make_gpus, monitor_of
 from zeus_core.device.base import PowerLimitConstraints
 from zeus_core.monitor.measurement import Measurement
 from zeus_core.optimizer.power_limit import (
-    Energy,
     GlobalPowerLimitOptimizer,
     MaxSlowdownConstraint,
     PowerLimitOptions,
@@ -30,8 +29,7 @@ def flat(step_s: float) -> MeasuredProfile:
 
 
 def run_visit(sampler: Sampler, gpus: list, steps: int) -> list[Any]:
-    """``steps`` steps through the sampler (the first began with :meth:`Sampler.begin`); what
-    :meth:`Sampler.step` returned at the next step's begin after each."""
+    """What :meth:`Sampler.step` returned after each of ``steps`` steps (the first began with ``begin``)."""
     out = []
     for _ in range(steps):
         simulate_steps(gpus, 1)
@@ -103,7 +101,7 @@ def _lazy(m: Measurement) -> Measurement:
     return lazy
 
 
-def test_energy_is_taken_once_final_and_no_step_waits_for_it() -> None:
+def test_energy_is_taken_once_final_and_a_step_waits_for_it_only_after_one_without() -> None:
     gpus = make_gpus(1, behavior=flat(0.1))
     monitor = monitor_of(gpus)
     for call in ("read_window", "end_window"):
@@ -112,9 +110,9 @@ def test_energy_is_taken_once_final_and_no_step_waits_for_it() -> None:
     sampler = Sampler(monitor, PowerLimitOptions(min_sample_s=0.2))
     _Pending.ready = False
     sampler.begin(300.0, cap=8, mode=Mode.FULL, step_s=0.1)
-    out = run_visit(sampler, gpus, 12)  # the visit's 8 steps end; its energy is not final yet
-    assert out == [None] * 12 and sampler.ended and sampler.monitor.open_windows == []
-    _Pending.ready = True
+    out = run_visit(sampler, gpus, 8)  # the visit's 8 steps end; its energy is not final yet: no wait
+    assert out == [None] * 8 and sampler.ended and sampler.monitor.open_windows == []
+    _Pending.ready = True  # the next step would wait for it (a background reader finalized it first here)
     visit = sampler.step()
     assert visit.steps == (2, 2, 2, 2) and visit.energies_j == pytest.approx([60.0] * 4)
 

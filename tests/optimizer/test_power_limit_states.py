@@ -1,4 +1,4 @@
-"""The state machine (``_optimizer.py``, ``_states.py``) driven through the training protocol on simulated GPUs."""
+"""The state machine (``_optimizer.py``, ``_states.py``) driven through the training protocol."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The statistics (``_statistics.py``): estimates from samples, stalls, the job-wide jitter, intervals, smoothing."""
+"""The statistics (``_statistics.py``): estimates, stalls, the job-wide jitter, intervals, smoothing."""
 
 from __future__ import annotations
 

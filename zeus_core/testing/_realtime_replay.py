@@ -129,8 +129,10 @@ class RealTimeReplay:
         self._busy: dict[float, list[float]] = {}  # wall-clock busy time of every step, by limit
 
     def fidelity(self) -> float:
-        """Largest relative gap between the mean wall-clock step (late wake-ups included) and the
-        profile's at any limit run: how much the machine's other work slowed the steps.
+        """How much the machine's other work slowed the steps.
+
+        The largest relative gap between the mean wall-clock step (late wake-ups included) and the
+        profile's, at any limit run.
         """
         gaps = [abs(sum(ts) / len(ts) / self.step_at(w)[0] - 1) for w, ts in self._busy.items() if ts]
         return max(gaps, default=0.0)

@@ -1,6 +1,6 @@
-"""What profiling one power limit yields: a plain value with Zeus's field names.
+"""What profiling yields: a visit's samples, and a limit's measurement with Zeus's field names.
 
-See docs/optimizers/power-limit.md ("Measurements") for how the figures are estimated.
+How the figures are estimated: docs/optimizers/power-limit.md ("Measurements").
 """
 
 from __future__ import annotations
@@ -21,11 +21,10 @@ _OLD_NAMES = {"power_limit_w": "power_limit", "energy_per_step_j": "energy", "ti
 class PowerLimitMeasurement:
     """The whole job's time and GPU energy per training step at one power limit.
 
-    The first three fields have Zeus's names and units, so a selector written for Zeus
-    (``min(measurements, key=lambda m: m.energy).power_limit``) runs unchanged. Zeus's are totals
-    over its 40 profiled steps; these are per step, because limits are measured for different
-    numbers of steps: comparisons and ratios between limits mean the same. Energy is summed over
-    every monitored GPU of every rank; time is the slowest rank's.
+    Energy: every GPU of every rank; time: the slowest rank's. ``power_limit``, ``energy`` and
+    ``time`` are Zeus's names, so a selector written for Zeus runs unchanged; Zeus's are totals over
+    40 steps, these are per step (limits get different numbers of steps): comparisons and ratios
+    between limits mean the same.
 
     Attributes:
         power_limit: The limit every GPU ran under, W.
@@ -88,6 +87,10 @@ class PowerLimitMeasurement:
         """Average power of the job's GPUs at this limit, W."""
         return self.energy / self.time
 
+    power_limit_w = property(lambda self: self.power_limit, doc="Earlier name of :attr:`power_limit`, W.")
+    time_per_step_s = property(lambda self: self.time, doc="Earlier name of :attr:`time`, s.")
+    energy_per_step_j = property(lambda self: self.energy, doc="Earlier name of :attr:`energy`, J.")
+
     @property
     def dof(self) -> int:
         """Degrees of freedom of the variances: samples − 1, or :attr:`spread_dof`."""
@@ -98,9 +101,9 @@ class PowerLimitMeasurement:
         if self.dof < 1:
             return math.inf
         var = (
-            per_j * per_j * self.energy_var_j2
-            + per_s * per_s * self.time_var_s2
-            + 2.0 * per_j * per_s * self.covariance_js
+            per_j**2 * self.energy_var_j2
+            + per_s**2 * self.time_var_s2
+            + 2 * per_j * per_s * self.covariance_js
         )
         return math.sqrt(max(var, 0.0) / self.steps)
 
@@ -123,10 +126,7 @@ class PowerLimitMeasurement:
         values = {_OLD_NAMES.get(k, k): v for k, v in data.items()}
         try:
             kwargs = {k: v for k, v in values.items() if k in known}
-            for name in ("steps", "num_gpus"):
-                if name in kwargs:
-                    kwargs[name] = int(kwargs[name])
-            for name in ("samples", "spread_dof"):
+            for name in ("steps", "num_gpus", "samples", "spread_dof"):
                 if kwargs.get(name) is not None:
                     kwargs[name] = int(kwargs[name])
             power_limit, energy, time = (float(kwargs.pop(k)) for k in ("power_limit", "energy", "time"))
@@ -140,7 +140,7 @@ class PowerLimitMeasurement:
             ) from e
 
     def describe(self) -> str:
-        """One line, e.g. ``"250 W: 0.2813 s/step, 247.1 W, 69.51 J/step (40 steps in 8 samples, ±0.4 % time)"``."""
+        """One line, e.g. ``"250 W: 0.2813 s/step, 247.1 W, 69.51 J/step (40 steps in 8 samples)"``."""
         grouped = f" in {self.samples} samples" if self.samples != self.steps else ""
         se = self.stderr(0.0, 1.0)
         noise = f", ±{se / self.time:.1%} time" if math.isfinite(se) and se > 0 else ""
@@ -152,14 +152,9 @@ class PowerLimitMeasurement:
 
 @dataclass(frozen=True)
 class Visit:
-    """The samples of one visit of one limit, reduced over ranks (the same on every rank).
+    """The samples of one visit of ``power_limit`` (W), reduced over ranks.
 
-    Attributes:
-        power_limit: The limit, W.
-        times_s: Job time of each sample, s.
-        energies_j: Job GPU energy of each sample, J.
-        steps: Steps in each sample.
-        first_step: Steps run before the visit's first measured step (for plots of a run).
+    Each sample's job time (s), GPU energy (J) and steps; ``first_step``: steps run before the visit.
 
     Example:
         >>> Visit(300.0, (0.5, 0.5), (150.0, 151.0), (5, 5)).total_steps
@@ -179,13 +174,7 @@ class Visit:
 
     def to_json(self) -> list[Any]:
         """JSON-safe form: ``[limit, times, energies, steps, first_step]``."""
-        return [
-            self.power_limit,
-            list(self.times_s),
-            list(self.energies_j),
-            list(self.steps),
-            self.first_step,
-        ]
+        return [self.power_limit, [*self.times_s], [*self.energies_j], [*self.steps], self.first_step]
 
     @classmethod
     def from_json(cls, item: Any) -> "Visit":
@@ -196,13 +185,8 @@ class Visit:
         """
         try:
             limit, times, energies, steps, *rest = item
-            visit = cls(
-                float(limit),
-                tuple(float(t) for t in times),
-                tuple(float(e) for e in energies),
-                tuple(int(n) for n in steps),
-                int(rest[0]) if rest else 0,
-            )
+            numbers = (tuple(map(float, times)), tuple(map(float, energies)), tuple(map(int, steps)))
+            visit = cls(float(limit), *numbers, int(rest[0]) if rest else 0)
         except (TypeError, ValueError) as exc:
             raise ZeusProfileError(
                 f"A saved profiling visit is malformed ({exc}): {str(item)[:200]}"

@@ -28,7 +28,6 @@ from zeus_core.optimizer.power_limit._planner import (
 from zeus_core.optimizer.power_limit._profile import (
     JobGPUs,
     PowerLimitProfile,
-    ProfileWriter,
     check_gpus,
     checkpointed_measurements,
     gather_job_gpus,
@@ -129,7 +128,6 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
         self._settings = SettingsGuard(
             gpus, {Setting.POWER_LIMIT}, what="GPU power limits", before_restore=self._deactivate
         )
-        self._writer = ProfileWriter()
         self._state: State = Ready(self.power_limits[0], wait_steps + 1)
         self._action = Action(Step.MEASURE, self.power_limits[0], cap=profile_steps)
         self._log = SampleLog(len(gpus))
@@ -139,12 +137,12 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
         self._stale_window: str | None = None  # a visit cut by a restore, cancelled by _restore
         self._active = self._begun = self._warned_inactive = False
         self._steps_used = 0
-        self._plans = PlanThread(lambda: self.monitor.clock is not time.time)  # after each visit
+        self._plans = PlanThread(self._simulated_clock)  # plans after each visit, off this thread
 
     # -- read-only views ----------------------------------------------------------------------------
     @property
     def state(self) -> State:
-        """The current state (:class:`Ready`, :class:`Warmup`, :class:`Measuring`, :class:`Deciding`, :class:`Done`)."""
+        """The current state: ``Ready``, ``Warmup``, ``Measuring``, ``Deciding`` or ``Done``."""
         return self._state
 
     @property
@@ -175,7 +173,7 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
         return self._steps_used
 
     def metrics(self) -> dict[str, float]:
-        """For loggers: ``power/limit_w`` (the limit in force, W), and ``power/optimal_limit_w`` once chosen."""
+        """For loggers: ``power/limit_w`` (the limit in force, W); ``power/optimal_limit_w`` once chosen."""
         out = {"power/limit_w": float(self._gpus[0].get_power_limit())}
         if isinstance(self._state, Done):
             out["power/optimal_limit_w"] = float(self._state.optimal_power_limit_w)
@@ -230,14 +228,13 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
             self._sampler.step_end()
 
     def on_epoch_end(self) -> None:
-        """Pause a visit at the epoch boundary; it goes on at the next step (the time between is not measured)."""
+        """Pause a visit at the epoch boundary; it goes on at the next step (nothing between is measured)."""
         self._dispatch(_Event.EPOCH_END)
 
     def on_train_end(self) -> None:
         """Restore every GPU's original power limit (also called when training failed)."""
         self._restore()
-        self._plans.close()
-        self._writer.flush()
+        self._plans.close()  # and the profile file written
 
     def close(self) -> None:
         """Restore the original power limits now (as :meth:`on_train_end`)."""
@@ -355,19 +352,20 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
             self._log.add(visit)
             if logger.isEnabledFor(logging.INFO):
                 self._info(
-                    "%s %s%s",
-                    "Measured again" if self._action.again else "Measured",
-                    m.describe(),
+                    "%s%s",
+                    ("Measured again " if self._action.again else "Measured ") + m.describe(),
                     self._tag(),
                 )
-        left_out = [w for w, n in self._rejected.items() if n > _REJECTIONS]
-        self._plans.submit(self._plan_and_save, self.budget_steps - self._steps_used - 1, left_out)
+        self._plans.submit(self._plan_and_save, self.budget_steps - self._steps_used - 1, self._left_out())
         measured = {v.power_limit for v in self._log.visits}
         lower = [w for w in self.power_limits if w < limit and w not in measured]
         if not self._action.again and lower and self.warmup_steps:
             self._action = Action(Step.MEASURE, lower[0], cap=self.profile_steps)
             return self._start(lower[0], changed=True)
         return Deciding(limit)
+
+    def _left_out(self) -> list[float]:
+        return [w for w, n in self._rejected.items() if n > _REJECTIONS]
 
     def _plan_and_save(self, budget_left: int, left_out: list[float]) -> Action:
         """On the planner thread: the next step, and the profile saved."""
@@ -386,28 +384,22 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
         limit, self._rejected[m.power_limit] = m.power_limit, self._rejected.get(m.power_limit, 0) + 1
         again = self._rejected[limit] <= _REJECTIONS
         console.warn(
-            f"Power-limit optimizer: discarded the measurement of {limit:g} W: {m.average_power / m.num_gpus:.0f} W "
-            f"per GPU on average is impossible under a {limit:g} W limit (tolerance "
-            f"{self.options.power_tolerance:.0%} plus one energy-counter update). "
+            f"Power-limit optimizer: discarded the measurement of {limit:g} W: "
+            f"{m.average_power / m.num_gpus:.0f} W per GPU on average is impossible under a {limit:g} W "
+            f"limit (tolerance {self.options.power_tolerance:.0%} plus one energy-counter update). "
             + ("Measuring it again." if again else "That limit is left out.")
         )
-        if again:
-            return self._start(limit, changed=False)
-        left_out = [w for w, n in self._rejected.items() if n > _REJECTIONS]
-        action = self._planner.next_action(
-            self._log.measurements(), left_out, self.budget_steps - self._steps_used
-        )
-        return self._follow(action, set_w=limit)
+        budget_left = self.budget_steps - self._steps_used
+        action = self._planner.next_action(self._log.measurements(), self._left_out(), budget_left)
+        return self._start(limit, changed=False) if again else self._follow(action, set_w=limit)
 
     def _out_of_budget(self) -> State:
         """The budget is spent while undecided: decide from what is measured (and final)."""
         if self._plans.pending and (action := self._plans.take()).step is Step.DONE:
             return self._decide(action.power_limit, action.reason)
         visit = self._sampler.abandon() if isinstance(self._state, Measuring) else None
-        judged = self._log.with_running(visit) if visit is not None else []
-        if visit is not None and not impossible(
-            next(m for m in judged if m.power_limit == visit.power_limit), self.options
-        ):
+        judged = {m.power_limit: m for m in self._log.with_running(visit)} if visit is not None else {}
+        if visit is not None and not impossible(judged[visit.power_limit], self.options):
             self._log.add(visit)
         if not (ms := self._log.measurements()):
             return self._decide(self.power_limits[0], f"no limit measured within {self.budget_steps} steps")
@@ -418,13 +410,16 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
         ms = self._log.measurements()
         self._info(
             "Optimal power limit: %g W by %r%s, after %d steps at %d of %d limits; %s.",
-            optimal, self.optimum_selector, self._tag(), self._steps_used, len(ms), len(self.power_limits), reason,
+            optimal, self.optimum_selector, self._tag(), self._steps_used, len(ms),
+            len(self.power_limits), reason,
         )  # fmt: skip
-        line = f"Power limit {optimal:g} W chosen by {self.optimum_selector!r} after {self._steps_used} profiling steps"
+        line = f"Power limit {optimal:g} W chosen by {self.optimum_selector!r}"
+        line += f" after {self._steps_used} profiling steps"
         chosen, top = next((m for m in ms if m.power_limit == optimal), None), ms[0] if ms else None
         if chosen is not None and top is not None and top is not chosen and top.energy > 0:
             line += (
-                f"{self._tag()}: expected {1 - chosen.energy / top.energy:+.1%} energy saved per step, time per "
+                f"{self._tag()}: expected {1 - chosen.energy / top.energy:+.1%} energy saved per step, time "
+                "per "
                 f"step {chosen.time / top.time - 1:+.1%}, compared with {top.power_limit:g} W."
             )
         console.info(line if line.endswith(".") else f"{line}{self._tag()}.")
@@ -500,7 +495,7 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
             return
         ms, selector = tuple(self._log.measurements()), repr(self.optimum_selector)
         profile = PowerLimitProfile(self._job, ms, optimal, selector, reason, {"visits": self._log.to_json()})
-        self._writer.submit(profile, self.profile_path)
+        self._plans.post(profile.save, self.profile_path)  # off the training thread
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-safe state for checkpoints: the visits' samples, the state and the hardware."""
@@ -517,9 +512,10 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Resume from :meth:`state_dict`, before or after ``on_train_begin``: measured limits are not
-        profiled again, a visit cut by the checkpoint is measured again, and a checkpoint of other
-        hardware is dropped with a warning.
+        """Resume from :meth:`state_dict`, before or after ``on_train_begin``.
+
+        Measured limits are not profiled again, a visit cut by the checkpoint is measured again, and
+        a checkpoint of other hardware is dropped with a warning.
         """
         if self._job is None:
             self._loaded_state = dict(state)
@@ -536,6 +532,9 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
         if self._active:
             done = isinstance(self._state, Done)
             self._set_limit(self._state.optimal_power_limit_w if done else self.power_limits[0])  # type: ignore[union-attr]
+
+    def _simulated_clock(self) -> bool:
+        return self.monitor.clock is not time.time
 
     def _tag(self) -> str:
         return " [simulated GPUs]" if any(g.simulated for g in self._gpus) else ""

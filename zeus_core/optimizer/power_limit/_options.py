@@ -16,7 +16,7 @@ __all__ = ["PowerLimitOptions", "argument_problems"]
 
 @dataclass(frozen=True)
 class PowerLimitOptions:
-    """How :class:`~zeus_core.optimizer.power_limit.GlobalPowerLimitOptimizer` profiles (docs/optimizers/power-limit.md).
+    """How :class:`GlobalPowerLimitOptimizer` profiles, beyond Zeus's arguments (see the docs page).
 
     Zeus's own arguments (``wait_steps``, ``warmup_steps``, ``profile_steps``, ``pl_step``,
     ``profile_path``) stay on the optimizer; everything else is here. The optimizer also takes

@@ -53,7 +53,7 @@ class Action:
 
 
 def candidate_limits(max_w: float, min_w: float, step_w: float) -> list[float]:
-    """Limits from ``max_w`` down to ``min_w`` in ``step_w`` steps, W, highest first (``min_w`` only if landed on).
+    """Limits from ``max_w`` down to ``min_w`` in ``step_w`` steps, W, highest first (``min_w`` if landed on).
 
     Example:
         >>> candidate_limits(300, 100, 75)
@@ -187,8 +187,9 @@ class _Judge:
         return 0 if best else -1
 
     def contenders(self) -> list[PowerLimitMeasurement]:
-        """Limits that could still be the choice: not surely infeasible, not significantly costlier
-        than the best; and the reference while a contender's feasibility is unsure.
+        """Limits that could still be the choice, and the reference while one's feasibility is unsure.
+
+        A contender is not surely infeasible and not surely costlier than the best.
         """
         if self._contenders is None:
             out = [m for m in self.ms if m is self.best or (self.status(m) >= 0 and not self.rose(m, 0.0))]
@@ -198,8 +199,9 @@ class _Judge:
         return list(self._contenders)
 
     def survey_done(self) -> str | None:
-        """Why no lower limit can win, or ``None``: the last ``patience`` limits, after a feasible best,
-        rose by more than ``margin`` or turned infeasible by more than ``margin``.
+        """Why no lower limit can win, or ``None``.
+
+        After a feasible best, the last ``patience`` limits rose, or turned infeasible, by over ``margin``.
         """
         patience, tail = self.options.patience, self.ms[-self.options.patience :]
         if len(self.ms) <= patience or self.best.power_limit not in self.feasible:
@@ -211,16 +213,18 @@ class _Judge:
             and self.feasible.intersection(above)
             and all(self.status(m, -self.options.margin) < 0 for m in tail)
         ):
-            return f"the last {patience} limit(s) ({names} W) are infeasible by more than {self.options.margin:.0%}"
+            margin = self.options.margin
+            return f"the last {patience} limit(s) ({names} W) are infeasible by more than {margin:.0%}"
         if all(m is not self.best for m in tail) and all(self.rose(m, self.options.margin) for m in tail):
             return (
-                f"the cost rose by more than {self.options.margin:.0%} at the last {patience} limit(s) ({names} W) "
+                f"the cost rose by more than {self.options.margin:.0%} at the last {patience} limit(s) "
+                f"({names} W) "
                 f"after the best, {self.best.power_limit:g} W"
             )
         return None
 
     def settled(self) -> bool:
-        """Whether the best is, at ``confidence``, within ``tie_tol`` of every other contender (and feasible)."""
+        """Whether the best is surely within ``tie_tol`` of every other contender (and surely feasible)."""
         tie = self.options.tie_tol
         if tie <= 0:
             return False
@@ -399,14 +403,18 @@ class PlanThread:
 
     Args:
         wait: Whether taking a plan waits for it (on a simulated clock, where waiting costs no time
-            and runs then repeat exactly); otherwise a step never waits, and the plan is taken
-            once done.
+            and runs then repeat exactly); otherwise steps go on without it, two at most (steps of
+            a few microseconds, as in tests, could outrun a plan for long).
     """
 
     def __init__(self, wait: Callable[[], bool]) -> None:
         self._wait = wait
         self._executor: ThreadPoolExecutor | None = None
         self._plan: Future[Action] | None = None
+        self._asked = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_executor": None, "_plan": None}  # a copy (ddp_spawn) plans anew
 
     @property
     def pending(self) -> bool:
@@ -415,13 +423,18 @@ class PlanThread:
 
     def submit(self, plan: Callable[..., Action], *args: Any) -> None:
         """Start making a plan (``plan(*args)``, on the planner thread)."""
+        self._plan, self._asked = self.post(plan, *args), 0
+
+    def post(self, work: Callable[..., Any], *args: Any) -> Future[Any]:
+        """Run ``work(*args)`` on the planner thread (after what is queued), e.g. writing a file."""
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zeus-plo-planner")
-        self._plan = self._executor.submit(plan, *args)
+        return self._executor.submit(work, *args)
 
     def ready(self) -> bool:
-        """Whether :meth:`take` may be called now."""
-        return self._plan is None or self._plan.done() or self._wait()
+        """Whether :meth:`take` may be called now (asked once per step)."""
+        self._asked += 1
+        return self._plan is None or self._plan.done() or self._wait() or self._asked > 2
 
     def take(self) -> Action:
         """The plan (waiting for it if needed); an error made while planning is raised here."""

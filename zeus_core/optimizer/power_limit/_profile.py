@@ -1,23 +1,17 @@
-"""The power-limit profile file: measurements and decision, saved as JSON, checked on reuse.
+"""The power-limit profile file (JSON, written by a writer thread) and the job's hardware it is valid for.
 
-A profile is only valid for the hardware it was measured on. :class:`JobGPUs` describes that
-hardware (GPU model, the GPUs of every rank, the limit range); :meth:`PowerLimitProfile.check`
-rejects a file made on another model or another set of GPUs with a message that says what
-differs and how to proceed.
-
-File format (``"version": 2``; version 1 files, whose measurements say ``power_limit_w``,
-``energy_per_step_j`` and ``time_per_step_s``, are read too)::
+A profile holds the measurements, every visit's samples and the decision; it is refused on another
+GPU model, another set of GPUs or another limit range, with the fix. Format, ``"version": 2``
+(version 1, whose measurements say ``power_limit_w``, ``energy_per_step_j``, ``time_per_step_s``, is
+read too)::
 
     {"version": 2, "kind": "zeus-suite/power-limit-profile",
-     "hardware": {"gpu_model": "NVIDIA A40", "gpu_uuids": ["GPU-…", …], "world_size": 1,
-                  "min_w": 100.0, "max_w": 300.0, "simulated": false},
-     "selector": "MaxSlowdownConstraint(factor=1.1)",
-     "measurements": [{"power_limit": 300.0, "energy": …, "time": …, "steps": 40, …}, …],
-     "optimal_power_limit_w": 250.0,          # null while the sweep is unfinished
-     "reason": "…",
-     "visits": [[300.0, [sample times], [sample energies], [sample steps], first step], …]}
-
-Saving runs on a writer thread (:class:`ProfileWriter`), so a step never waits for the disk.
+     "hardware": {"gpu_model": "NVIDIA A40", "gpu_uuids": ["GPU-…"], "world_size": 1, "min_w": 100.0,
+                  "max_w": 300.0, "simulated": false},
+     "selector": "MaxSlowdownConstraint(factor=1.1, tolerance=0.005)",
+     "measurements": [{"power_limit": 300.0, "steps": 40, "time": …, "energy": …, …}, …],
+     "optimal_power_limit_w": 250.0, "reason": "…",          # null while profiling goes on
+     "visits": [[300.0, [sample s], [sample J], [sample steps], first step], …]}
 """
 
 from __future__ import annotations
@@ -25,9 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-import queue
-import threading
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -40,7 +32,6 @@ __all__ = [
     "checkpointed_measurements",
     "JobGPUs",
     "PowerLimitProfile",
-    "ProfileWriter",
     "check_gpus",
     "gather_job_gpus",
     "load_profile_on_every_rank",
@@ -83,14 +74,7 @@ class JobGPUs:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form."""
-        return {
-            "gpu_model": self.gpu_model,
-            "gpu_uuids": list(self.gpu_uuids),
-            "world_size": self.world_size,
-            "min_w": self.min_w,
-            "max_w": self.max_w,
-            "simulated": self.simulated,
-        }
+        return {**asdict(self), "gpu_uuids": list(self.gpu_uuids)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "JobGPUs":
@@ -126,7 +110,7 @@ class PowerLimitProfile:
 
     Example:
         >>> job = JobGPUs("NVIDIA A40", ("GPU-0",), 1, 100.0, 300.0)
-        >>> p = PowerLimitProfile(job, (PowerLimitMeasurement(300, energy=60.0, time=0.2, steps=40),), 300.0, "Energy()")
+        >>> p = PowerLimitProfile(job, (PowerLimitMeasurement(300, 40, 0.2, 60.0),), 300.0, "Energy()")
         >>> PowerLimitProfile.from_dict(p.to_dict()) == p
         True
     """
@@ -333,39 +317,6 @@ def check_gpus(gpus: Sequence[GPU]) -> PowerLimitConstraints:
                 f"may not: {e}"
             ) from e
     return next(iter(constraints))
-
-
-class ProfileWriter:
-    """Saves profiles on a daemon thread (the latest one wins); :meth:`flush` waits for the disk."""
-
-    def __init__(self) -> None:
-        self._queue: queue.Queue[tuple[PowerLimitProfile, Path] | None] = queue.Queue()
-        self._thread: threading.Thread | None = None
-
-    def submit(self, profile: PowerLimitProfile, path: Path) -> None:
-        """Save ``profile`` to ``path`` soon."""
-        if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._run, name="zeus-plo-profile", daemon=True)
-            self._thread.start()
-        self._queue.put((profile, path))
-
-    def flush(self) -> None:
-        """Wait until every submitted profile is on disk."""
-        if self._thread is not None and self._thread.is_alive():
-            self._queue.join()
-
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            try:
-                if item is not None and self._queue.empty():  # a newer profile is queued: skip this one
-                    item[0].save(item[1])
-            except OSError as e:  # pragma: no cover - the disk is full or the folder vanished
-                logger.warning(
-                    "Could not save the power-limit profile to %s: %s", item[1] if item else "?", e
-                )
-            finally:
-                self._queue.task_done()
 
 
 def checkpointed_measurements(state: Mapping[str, Any], job: JobGPUs) -> list[PowerLimitMeasurement] | None:

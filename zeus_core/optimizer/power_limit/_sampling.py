@@ -1,13 +1,9 @@
-"""The sample lifecycle of one visit of a power limit: the window, where samples end, epochs, ranks.
+"""The sample lifecycle of a visit (one stretch of measuring one limit), for docs/optimizers/power-limit.md.
 
-A *sample* is a group of consecutive measured steps read once from the monitor; a *visit* is one
-stretch of measuring one limit. :class:`Sampler` opens the visit's window, cuts samples at step
-counts every rank agrees on, keeps them across epoch ends, reduces them over ranks, asks a
-judge (the planner's rule) at checks whether the visit has measured enough, and hands over the
-finished :class:`~._measurement.Visit`. It never waits for energy on the training thread: a
-sample's energy is taken once the monitor has it final (the background reader finalizes it a
-little after the read), and work done at a check is kept out of the samples. The rules are
-explained in docs/optimizers/power-limit.md ("Samples").
+:class:`Sampler` opens the visit's window, cuts samples (steps read once) at step counts every rank
+agrees on, keeps them across epoch ends, reduces them over ranks, asks the planner's judge at checks
+whether the visit has measured enough, and hands over the finished :class:`~._measurement.Visit`.
+It never waits for energy (a sample's is taken once final) and keeps a check's work out of samples.
 """
 
 from __future__ import annotations
@@ -60,14 +56,15 @@ class Mode(enum.Enum):
     """At the cap (Zeus's sweep)."""
 
 
+_MAX_WAIT = 1
+"""Steps a finished visit waits for its energy without blocking (steps of a few microseconds, in tests)."""
+
 Judge = Callable[[Visit], bool]
 """Says, from the visit so far, whether it has measured enough."""
 
 
 class Sampler:
-    """This rank's side of one visit at a time (see the module docstring).
-
-    Every rank must call :meth:`step` at the same steps; the reductions inside are collective.
+    """This rank's side of one visit at a time; every rank calls :meth:`step` at the same steps.
 
     Args:
         monitor: The monitor of this rank's GPUs.
@@ -90,9 +87,7 @@ class Sampler:
         clock, name = self.monitor.clock, "__GlobalPowerLimitOptimizer_probe"
         start = clock()
         self.monitor.begin_window(name, sync_execution=False)
-        self.monitor.end_window(
-            name, sync_execution=False
-        )  # a reader thread's energy costs this thread nothing
+        self.monitor.end_window(name, sync_execution=False)  # energy from a reader thread costs nothing here
         (read_s,) = distributed.all_reduce([(clock() - start) / 2], "max")
         return max(self.options.min_sample_s, 100 * read_s)
 
@@ -119,13 +114,12 @@ class Sampler:
             self.sample_s = self._probe()
         self.per_sample = steps_per_sample(self.sample_s, step_s) if step_s else 0
         self.next_check = self.options.check_every
-        self.local: list[
-            tuple[Any, Any, int]
-        ] = []  # this rank's samples: (start reading, end reading, steps)
+        self.local: list[tuple[Any, Any, int]] = []  # this rank's samples: start and end readings, steps
         self.times: list[float] = []  # job-wide samples, reduced over ranks
         self.energies: list[float] = []
         self.counts: list[int] = []
         self.ended = False  # every sample is cut; the visit waits for their energy
+        self.waited = 0  # steps the visit has waited for energy
         self.step_ended_s: float | None = None
         self._open_segment()
 
@@ -136,7 +130,7 @@ class Sampler:
         self.base: Any = None  # the reading the next sample starts from (None: the segment's start)
 
     def step(self) -> Visit | None:
-        """A step began: the one before it was measured (or the visit waits for energy). The finished visit, or ``None``."""
+        """A step began after a measured one (or while the visit waits for energy): the visit, once done."""
         self.step_ended_s = None
         if self.ended:
             return self._finished()
@@ -147,32 +141,22 @@ class Sampler:
         left = self.cap - self.steps
         if not self._sample_ends(left):
             return None
-        samples = len(self.local) + 1
+        enough_samples = len(self.local) + 1 + self.prior >= self.options.min_samples
         last = left <= 0 or (
-            self.mode is Mode.SURVEY
-            and self.steps >= self.options.min_steps
-            and samples + self.prior >= self.options.min_samples
+            self.mode is Mode.SURVEY and self.steps >= self.options.min_steps and enough_samples
         )
         self._cut(last)
         if last:
             return self._end()
-        if (
-            self.mode is Mode.AGAIN
-            and self.steps >= self.next_check
-            and samples + self.prior >= self.options.min_samples
-        ):
-            self.next_check += self.options.check_every * (
-                1 + (self.steps - self.next_check) // self.options.check_every
-            )
+        if self.mode is Mode.AGAIN and self.steps >= self.next_check and enough_samples:
+            every = self.options.check_every
+            self.next_check += every * (1 + (self.steps - self.next_check) // every)
             visit = self._reduce(partial=True)
             if visit is not None and self.judge is not None and self.judge(visit):
                 return self._end()
-            self.per_sample = (
-                steps_per_sample(self.sample_s, sum(self.times) / sum(self.counts))
-                if self.counts
-                else self.per_sample
-            )
-            self.base = self.monitor.read_window(window_name(self.limit))  # type: ignore[arg-type]  # the check's work stays out
+            if self.counts:  # the step time so far sets the next samples' length
+                self.per_sample = steps_per_sample(self.sample_s, sum(self.times) / sum(self.counts))  # type: ignore[arg-type]
+            self.base = self.monitor.read_window(window_name(self.limit))  # type: ignore[arg-type]  # the check stays out
         return None
 
     def _sample_ends(self, left: int) -> bool:
@@ -186,10 +170,10 @@ class Sampler:
         if in_segment & (in_segment - 1) or left < in_segment:
             return False
         (elapsed,) = distributed.all_reduce([self.monitor.clock() - self.start_s], "max")
-        return elapsed >= self.sample_s
+        return elapsed >= (self.sample_s or 0.0)
 
     def _cut(self, last: bool) -> None:
-        """End the sample after measured step :attr:`steps` with one reading (the window's end if ``last``)."""
+        """End the sample after measured step :attr:`steps` with one reading (the window's end if last)."""
         name = window_name(self.limit)  # type: ignore[arg-type]
         if last:
             reading = self.monitor.end_window(name, sync_execution=self.sync)
@@ -200,10 +184,11 @@ class Sampler:
         self.local.append((self.base, reading, steps))
         self.base, self.boundary = reading, self.steps
         if not self.per_sample:  # the first sample fixes the steps per sample, the same on every rank
+            start = self.local[-1][0]
             (elapsed,) = distributed.all_reduce(
-                [reading.time - (0.0 if self.local[-1][0] is None else self.local[-1][0].time)], "max"
+                [reading.time - (0.0 if start is None else start.time)], "max"
             )
-            self.per_sample = steps_per_sample(self.sample_s, elapsed / steps)
+            self.per_sample = steps_per_sample(self.sample_s, elapsed / steps)  # type: ignore[arg-type]
 
     def _end(self) -> Visit | None:
         if self.open:
@@ -213,16 +198,18 @@ class Sampler:
         return self._finished()
 
     def _finished(self) -> Visit | None:
-        visit = self._reduce(partial=False)
+        """The visit once its energy is final: after ``_MAX_WAIT`` steps without, it is waited for."""
+        self.waited += 1
+        visit = self._reduce(partial=False, wait=self.waited > _MAX_WAIT)
         if visit is not None:
             self.limit = None
         return visit
 
     # -- samples across ranks ---------------------------------------------------------------------
-    def _reduce(self, partial: bool) -> Visit | None:
-        """Take the samples whose energy is final on every rank; the visit so far (``None``: not yet)."""
-        ready = 0
-        for start, end, _ in self.local:
+    def _reduce(self, partial: bool, wait: bool = False) -> Visit | None:
+        """Take the samples whose energy is final on every rank (``wait``: all); the visit so far, if any."""
+        ready = len(self.local) if wait else 0
+        for start, end, _ in self.local if not wait else ():
             if not (end.finalized and (start is None or start.finalized)):
                 break
             ready += 1
@@ -257,8 +244,10 @@ class Sampler:
         self.steps = self.boundary  # the open sample's steps are dropped (they count against the budget)
 
     def _open_sample_is_clean(self) -> bool:
-        """Whether the open sample holds only training: at least half a sample, and on every rank
-        ``on_epoch_end`` came within a quarter of a step after ``on_step_end``.
+        """Whether the open sample holds only training (the same answer on every rank).
+
+        It does with half a sample or more, when ``on_epoch_end`` came within a quarter of a step
+        after ``on_step_end``.
         """
         open_steps = self.steps + 1 - self.boundary
         sample_s = self.sample_s or 0.0

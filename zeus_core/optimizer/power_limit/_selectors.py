@@ -32,7 +32,8 @@ class OptimumSelector:
         >>> class EnergyDelay(OptimumSelector):
         ...     def cost(self, m, measurements):
         ...         return m.energy * m.time
-        >>> EnergyDelay().select([PowerLimitMeasurement(300, energy=60.0, time=0.2), PowerLimitMeasurement(250, energy=50.0, time=0.22)])
+        >>> M = PowerLimitMeasurement
+        >>> EnergyDelay().select([M(300, 40, 0.2, 60.0), M(250, 40, 0.22, 50.0)])
         250.0
     """
 
@@ -57,13 +58,11 @@ class OptimumSelector:
         raise NotImplementedError
 
     def feasible(self, m: PowerLimitMeasurement, reference: PowerLimitMeasurement) -> bool:
-        """Whether ``m`` meets the selector's constraint, judged against ``reference`` (no constraint: always)."""
+        """Whether ``m`` meets the selector's constraint, against ``reference`` (without one: always)."""
         return True
 
     def reference(self, measurements: Measurements) -> PowerLimitMeasurement:
-        """What :meth:`feasible` judges against: the highest limit's measurement (how the job runs
-        without the optimizer, Zeus's baseline).
-        """
+        """What :meth:`feasible` judges against: the highest limit's measurement (Zeus's baseline)."""
         return max(measurements, key=lambda m: m.power_limit)
 
     @property
@@ -90,7 +89,8 @@ class Time(OptimumSelector):
     """The fastest limit (least time per step).
 
     Example:
-        >>> Time().select([PowerLimitMeasurement(300, energy=140.0, time=0.50), PowerLimitMeasurement(250, energy=120.0, time=0.55)])
+        >>> M = PowerLimitMeasurement
+        >>> Time().select([M(300, 40, 0.50, 140.0), M(250, 40, 0.55, 120.0)])
         300.0
     """
 
@@ -103,7 +103,8 @@ class Energy(OptimumSelector):
     """The limit with the least GPU energy per step.
 
     Example:
-        >>> Energy().select([PowerLimitMeasurement(300, energy=140.0, time=0.50), PowerLimitMeasurement(250, energy=120.0, time=0.55)])
+        >>> M = PowerLimitMeasurement
+        >>> Energy().select([M(300, 40, 0.50, 140.0), M(250, 40, 0.55, 120.0)])
         250.0
     """
 
@@ -123,7 +124,8 @@ class ZeusCost(OptimumSelector):
         ZeusConfigError: ``eta_knob`` outside ``[0, 1]`` or ``world_size < 1``.
 
     Example:
-        >>> ZeusCost(0.5).select([PowerLimitMeasurement(300, energy=140.0, time=0.50), PowerLimitMeasurement(250, energy=120.0, time=0.55)])
+        >>> M = PowerLimitMeasurement
+        >>> ZeusCost(0.5).select([M(300, 40, 0.50, 140.0), M(250, 40, 0.55, 120.0)])
         250.0
     """
 
@@ -158,8 +160,8 @@ class MaxSlowdownConstraint(OptimumSelector):
         ZeusConfigError: ``factor < 1`` or ``tolerance`` outside ``[0, 0.05]``.
 
     Example:
-        >>> ms = [PowerLimitMeasurement(300, energy=140.0, time=0.50), PowerLimitMeasurement(250, energy=125.0, time=0.54),
-        ...       PowerLimitMeasurement(200, energy=110.0, time=0.60)]
+        >>> M = PowerLimitMeasurement
+        >>> ms = [M(300, 40, 0.50, 140.0), M(250, 40, 0.54, 125.0), M(200, 40, 0.60, 110.0)]
         >>> MaxSlowdownConstraint(1.1).select(ms)
         250.0
     """

@@ -1,16 +1,12 @@
-"""States of the power-limit optimizer: small frozen values (docs/optimizers/power-limit.md, "States").
+"""States of the power-limit optimizer (docs/optimizers/power-limit.md, "Off the training thread").
 
 Transitions, all made by ``GlobalPowerLimitOptimizer._transition`` ("step": an ``on_step_begin``)::
 
-    Ready(limit, steps_left)   --steps_left-th step-->  Warmup(limit) | Measuring(limit)   [sets the limit]
-    Warmup(limit, steps_left)  --steps_left-th step-->  Measuring(limit)                   [opens a visit]
-    Measuring(limit)           --visit handed over-->   Deciding(limit) | Warmup(next lower limit)
-    Deciding(limit)            --next step-->           Warmup | Measuring (next limit) | Done
-    any but Done               --budget spent-->        Done
-
-What to do after a visit is worked out off the training thread during the step that follows it
-(at the same limit, ``Deciding``; or already in the next lower limit's warm-up while surveying,
-which the plan then confirms or replaces).
+    Ready(limit, n)    --n-th step-->       Warmup(limit) | Measuring(limit)          [sets the limit]
+    Warmup(limit, n)   --n-th step-->       Measuring(limit)                          [opens a visit]
+    Measuring(limit)   --visit handed over--> Deciding(limit) | Warmup(next lower limit)
+    Deciding(limit)    --next step-->       Warmup | Measuring (the plan's limit) | Done
+    any but Done       --budget spent-->    Done
 """
 
 from __future__ import annotations
@@ -23,11 +19,7 @@ __all__ = ["Ready", "Warmup", "Measuring", "Deciding", "Done", "State"]
 
 @dataclass(frozen=True)
 class Ready:
-    """Waiting to set the next limit (at the start, or after a restore cut a visit short).
-
-    Attributes:
-        next_power_limit_w: The limit to measure next, W.
-        steps_left: ``on_step_begin`` calls until it is set (the last one sets it).
+    """Waiting ``steps_left`` steps (the last sets the limit) before measuring ``next_power_limit_w`` (W).
 
     Example:
         >>> Ready(300.0, 2)
@@ -40,11 +32,7 @@ class Ready:
 
 @dataclass(frozen=True)
 class Warmup:
-    """Running at a newly set limit before measuring it.
-
-    Attributes:
-        power_limit_w: The limit set on every GPU, W.
-        steps_left: ``on_step_begin`` calls until measuring starts.
+    """Running ``steps_left`` more unmeasured steps at the newly set ``power_limit_w`` (W).
 
     Example:
         >>> Warmup(250.0, 10).steps_left
@@ -57,11 +45,7 @@ class Warmup:
 
 @dataclass(frozen=True)
 class Measuring:
-    """Measuring a limit: a visit is open (its samples are the sampler's).
-
-    Attributes:
-        power_limit_w: The limit set on every GPU, W.
-        again: The limit was measured before; this visit's samples add to it.
+    """A visit of ``power_limit_w`` (W) is open; ``again``: the limit was measured before.
 
     Example:
         >>> Measuring(250.0).again
@@ -74,10 +58,7 @@ class Measuring:
 
 @dataclass(frozen=True)
 class Deciding:
-    """A visit ended; its limit stays set for one step while the next step is planned.
-
-    Attributes:
-        power_limit_w: The limit set on every GPU, W.
+    """A visit ended; ``power_limit_w`` (W) stays set while the next step is planned.
 
     Example:
         >>> Deciding(250.0).power_limit_w
@@ -89,11 +70,7 @@ class Deciding:
 
 @dataclass(frozen=True)
 class Done:
-    """Profiling is over; the chosen limit stays set.
-
-    Attributes:
-        optimal_power_limit_w: The chosen limit, W.
-        reason: Why profiling ended.
+    """Profiling is over; ``optimal_power_limit_w`` (W) stays set, for ``reason``.
 
     Example:
         >>> Done(225.0, "the choice is settled").optimal_power_limit_w

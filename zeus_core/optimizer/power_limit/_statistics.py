@@ -1,15 +1,7 @@
-"""The statistics of power-limit profiling: estimates and intervals, stalls, job-wide jitter, smoothing.
+"""The statistics of power-limit profiling: estimates, stalls, the job's jitter, intervals, smoothing.
 
-Everything here is a pure function of the samples (no devices, no ranks); the algorithm is
-explained once, in docs/optimizers/power-limit.md ("Measurements" and "The final choice").
-
-* :func:`summarize`: a limit's :class:`~._measurement.PowerLimitMeasurement` from its samples,
-  each weighted by its steps (per-step means, variances and covariance).
-* :func:`drop_stalls`: samples far slower than the limit's median are stalls and are dropped.
-* :class:`SampleLog`: every visit's samples; each limit is judged with the job-wide jitter
-  (:func:`relative_step_spread`, robust), which is also a floor under each limit's own spread.
-* :func:`quantile`, :func:`significantly_greater`: Student-t intervals and tests.
-* :func:`smooth`: an empirical-Bayes Whittaker smoother for the final choice (pure Python).
+Pure functions of the samples (no devices, no ranks); explained in docs/optimizers/power-limit.md
+("Measurements" and "The final choice").
 """
 
 from __future__ import annotations
@@ -40,7 +32,7 @@ def summarize(
     steps: Sequence[int],
     num_gpus: int,
 ) -> PowerLimitMeasurement:
-    """A limit's measurement from samples of ``steps[i]`` steps each (weighted by steps).
+    """A limit's measurement from samples of ``steps[i]`` steps each, weighted by their steps.
 
     Example:
         >>> m = summarize(250, [1.0, 1.2], [200.0, 250.0], [4, 4], num_gpus=1)
@@ -65,14 +57,11 @@ def drop_stalls(
     stall_ratio: float = 0.25,
     step_spread: float | None = None,
 ) -> tuple[list[float], list[float], list[int]]:
-    """The samples without stalls: those whose time per step is far above the median.
+    """The samples without stalls.
 
-    A stall (data loader, checkpoint write, the machine's other work) slows a step whatever the
-    limit. A sample of ``n`` steps is a stall when its time per step exceeds the median by more
-    than ``stall_ratio / n`` and by five standard deviations of the jitter: the job-wide
-    ``step_spread`` (relative, per step) when known, then the median starts from the faster half
-    and is re-taken over the samples kept; else the samples' own median absolute deviation, and
-    fewer than half may go. Only slow samples go, at least two stay, and only with three or more.
+    A stall is a sample of ``n`` steps whose time per step exceeds the median by more than
+    ``stall_ratio / n`` and five standard deviations of the jitter (``step_spread``, the job's,
+    relative per step; else the samples' own, and then fewer than half may go).
 
     Example:
         >>> drop_stalls([1.0, 1.02, 0.98, 3.0, 1.01], [10, 10, 10, 11, 10], [1, 1, 1, 1, 1])[0]
@@ -93,11 +82,9 @@ def drop_stalls(
         ]
         if 2 * len(keep) <= len(per_step):
             return kept
-    else:
+    else:  # stalls only slow: the median starts from the faster half, then is re-taken over the kept
         median = statistics.median(sorted(per_step)[: (len(per_step) + 1) // 2])
-        allowed = [
-            max(stall_ratio / n, 5 * step_spread / math.sqrt(n)) for n in steps
-        ]  # relative to the median
+        allowed = [max(stall_ratio / n, 5 * step_spread / math.sqrt(n)) for n in steps]  # of the median
         keep = []
         for _ in range(len(per_step)):
             found = [i for i, x in enumerate(per_step) if x <= median * (1 + allowed[i])]
@@ -113,12 +100,11 @@ def drop_stalls(
 
 
 def relative_step_spread(groups: Sequence[tuple[Sequence[float], Sequence[int]]]) -> float | None:
-    """Relative standard deviation of one step's value, pooled over groups of samples (robust).
+    """Relative standard deviation of one step's value, pooled over groups (limits) of samples, robustly.
 
-    In each group (one limit's samples, in order), every two consecutive samples with per-step
-    values ``x`` over ``n`` steps give ``|x_i − x_(i+1)| / (m·sqrt(1/n_i + 1/n_(i+1)))``, ``m`` the
-    group's median: for jitter alone that is ``σ·|Z|`` whatever the group's size. The estimate is
-    1.4826 × the median over every group's pairs; ``None`` with fewer than eight pairs.
+    Two consecutive samples of a group, per-step values ``x`` over ``n`` steps, give ``|x_i − x_(i+1)|
+    / (m·sqrt(1/n_i + 1/n_(i+1)))`` (``m``: the group's median), ``σ·|Z|`` for jitter alone; the
+    estimate is 1.4826 × their median (``None`` with fewer than eight pairs).
 
     Example:
         >>> round(relative_step_spread([([1.0, 1.1, 0.9, 1.0], [1] * 4)] * 3), 4)
@@ -132,42 +118,30 @@ def relative_step_spread(groups: Sequence[tuple[Sequence[float], Sequence[int]]]
         median = statistics.median(per_step)
         if median <= 0:
             continue
-        for a in range(len(per_step) - 1):
-            devs.append(
-                abs(per_step[a] - per_step[a + 1]) / (median * math.sqrt(1 / steps[a] + 1 / steps[a + 1]))
-            )
+        scale = [median * math.sqrt(1 / steps[a] + 1 / steps[a + 1]) for a in range(len(steps) - 1)]
+        devs += [abs(per_step[a] - per_step[a + 1]) / scale[a] for a in range(len(scale))]
     return 1.4826 * statistics.median(devs) if len(devs) >= 8 else None
 
 
 def _floored(
     m: PowerLimitMeasurement, time_sd: float | None, energy_sd: float | None, dof: int
 ) -> PowerLimitMeasurement:
-    """``m`` with variances at least the job-wide jitter's, and its degrees of freedom where consistent.
+    """``m`` with variances at least the job's jitter's.
 
-    A limit whose own spread is not above the 99th percentile the job's jitter gives it takes the
-    job's ``dof`` (the jitter rests on every limit's samples); the covariance keeps its correlation.
+    It takes the job's ``dof`` where its own spread is consistent with the jitter (below its 99th
+    percentile); the covariance keeps its correlation.
     """
     floor_t, floor_e = ((time_sd or 0.0) * m.time) ** 2, ((energy_sd or 0.0) * m.energy) ** 2
     vt, ve = max(m.time_var_s2, floor_t), max(m.energy_var_j2, floor_e)
     own = m.samples - 1  # type: ignore[operator]
-    borrow = (
-        dof > own
-        and bool(time_sd)
-        and bool(energy_sd)
-        and _consistent(m.time_var_s2, floor_t, own)
-        and _consistent(m.energy_var_j2, floor_e, own)
-    )
+    consistent = _consistent(m.time_var_s2, floor_t, own) and _consistent(m.energy_var_j2, floor_e, own)
+    borrow = dof > own and bool(time_sd) and bool(energy_sd) and consistent
     if vt == m.time_var_s2 and ve == m.energy_var_j2 and not borrow:
         return m
     scale = math.sqrt(m.time_var_s2 * m.energy_var_j2)
     corr = m.covariance_js / scale if scale > 0 else 0.0
-    return replace(
-        m,
-        time_var_s2=vt,
-        energy_var_j2=ve,
-        covariance_js=corr * math.sqrt(vt * ve),
-        spread_dof=dof if borrow else None,
-    )
+    cov, spread_dof = corr * math.sqrt(vt * ve), dof if borrow else None
+    return replace(m, time_var_s2=vt, energy_var_j2=ve, covariance_js=cov, spread_dof=spread_dof)
 
 
 def _consistent(own_var: float, floor_var: float, own_dof: int) -> bool:
@@ -181,11 +155,7 @@ def _consistent(own_var: float, floor_var: float, own_dof: int) -> bool:
 
 
 class SampleLog:
-    """Every visit's samples, and the measurements they give (each limit judged with the job's jitter).
-
-    Attributes:
-        visits: The finished visits, in order.
-        num_gpus: GPUs whose energy each sample sums.
+    """Every visit's samples (``visits``), and the measurements they give (judged with the job's jitter).
 
     Example:
         >>> log = SampleLog(num_gpus=1)
@@ -205,10 +175,10 @@ class SampleLog:
             self.add(v)
 
     def add(self, visit: Visit) -> None:
-        """Record a finished visit: its limit is judged again, and every limit when the jitter is.
+        """Record a finished visit (its limit is judged again).
 
-        The jitter is estimated again once the samples have grown by a quarter since the last
-        estimate (it changes little later on, and re-judging every limit costs the most).
+        Every limit is, once the samples have grown by a quarter since the jitter was estimated (it
+        changes little later on, and judging every limit costs the most).
         """
         self.visits.append(visit)
         t, e, n = self._groups.setdefault(visit.power_limit, ([], [], []))
@@ -222,11 +192,9 @@ class SampleLog:
             self._judged.pop(visit.power_limit, None)
 
     def spreads(self) -> tuple[float | None, float | None, int]:
-        """Job-wide relative jitter of one step's time and energy (``None``: too few samples), and its dof.
+        """The job's relative jitter of one step's time and energy (``None``: too few samples), and its dof.
 
-        Estimated over every limit's samples, then again over the samples cleaned with that
-        estimate (stalls inflate it). The dof is half the cleaned samples' (a median of pairwise
-        differences is less efficient than a variance).
+        Estimated, then again over the samples cleaned with it; half the samples' dof (a median).
         """
         if self._spreads is None:
             groups = list(self._groups.values())
@@ -255,7 +223,7 @@ class SampleLog:
         """:meth:`measurements` with a visit in progress counted for its limit (the jitter as it stands)."""
         t, e, n = self._groups.get(visit.power_limit, ([], [], []))
         running = self._judge(
-            visit.power_limit, (t + list(visit.times_s), e + list(visit.energies_j), n + list(visit.steps))
+            visit.power_limit, (t + [*visit.times_s], e + [*visit.energies_j], n + [*visit.steps])
         )
         others = [m for m in self.measurements() if m.power_limit != visit.power_limit]
         return sorted([*others, running], key=lambda m: -m.power_limit)
@@ -322,8 +290,8 @@ def significantly_greater(
     """Whether ``a > b`` beyond noise: ``a − b > t·sqrt(se_a² + se_b²)``, ``t`` for the smaller dof.
 
     Example:
-        >>> significantly_greater(10.5, 0.1, 9, 10.0, 0.1, 9, 0.95), significantly_greater(10.1, 0.1, 9, 10.0, 0.1, 9, 0.95)
-        (True, False)
+        >>> significantly_greater(10.5, 0.1, 9, 10.0, 0.1, 9, 0.95)
+        True
     """
     q = quantile(confidence, min(dof_a, dof_b))
     spread = math.hypot(se_a, se_b)
@@ -335,11 +303,11 @@ _CURVATURE_FLOOR = 0.25
 
 
 def smooth(limits_w: Sequence[float], values: Sequence[float], stderrs: Sequence[float]) -> list[float]:
-    """An empirical-Bayes Whittaker smoother of a profile along the limits (pure Python).
+    """An empirical-Bayes Whittaker smoother of a profile along the limits.
 
-    Minimises ``Σ (y − f)²/se² + Σ (Δ²f)²/τ²`` (``Δ²``: divided second differences along the
-    limits); ``τ²`` is the observed bends' mean square less what the noise explains, never below a
-    quarter of it. Unchanged with fewer than three limits or any standard error zero or not finite.
+    It minimises ``Σ (y − f)²/se² + Σ (Δ²f)²/τ²`` (``Δ²``: divided second differences; ``τ²``: the
+    bends' mean square less the noise's, never below a quarter of it). Unchanged with fewer than
+    three limits or a standard error zero or not finite.
 
     Example:
         >>> smooth([300, 250, 200, 150], [10.0, 9.0, 8.5, 9.1], [0.0] * 4)
@@ -393,9 +361,7 @@ def _solve(bands: list[list[float]], b: list[float]) -> list[float] | None:
     d, l1, l2 = [0.0] * n, [0.0] * n, [0.0] * n  # D, and L's first and second subdiagonals
     for i in range(n):
         d[i] = (
-            a0[i]
-            - (l1[i - 1] ** 2 * d[i - 1] if i >= 1 else 0.0)
-            - (l2[i - 2] ** 2 * d[i - 2] if i >= 2 else 0.0)
+            a0[i] - (l1[i - 1] ** 2 * d[i - 1] if i else 0.0) - (l2[i - 2] ** 2 * d[i - 2] if i > 1 else 0.0)
         )
         if not d[i] > 0:
             return None
