@@ -97,7 +97,7 @@ def test_a_slowdown_constraint_keeps_the_reference_in_play_while_feasibility_is_
     ms += [m(175, 40, 0.290), m(150, 38, 0.330)]  # 45 % and 65 % slower: infeasible by more than 10 %
     action = p.next_action(ms)
     assert "infeasible by more than 10%" in action.reason
-    # 225 W is 10.5 % slower, within the tolerance but not surely: the reference is refined first.
+    # 225 W is 10.5 % slower: unsure while the reference is this noisy, so it is refined first.
     assert (action.power_limit, action.again) == (300, True)
 
 

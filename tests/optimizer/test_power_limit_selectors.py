@@ -51,8 +51,8 @@ def test_slowdown_is_relative_to_the_highest_limit_with_its_tolerance() -> None:
         M(275, energy=58.0, time=0.19),
         M(250, energy=50.0, time=0.2205),
     ]  # 250 W: 10.25 % slower than 300 W
-    assert MaxSlowdownConstraint(1.1).select(ms) == 250  # within 1.1 × (1 + 0.5 %)
-    assert MaxSlowdownConstraint(1.1, tolerance=0.0).select(ms) == 275  # Zeus's strict bound
+    assert MaxSlowdownConstraint(1.1).select(ms) == 275  # Zeus's strict bound (the default)
+    assert MaxSlowdownConstraint(1.1, tolerance=0.005).select(ms) == 250  # within 1.1 × (1 + 0.5 %)
 
 
 @pytest.mark.parametrize(
@@ -74,7 +74,7 @@ def test_selecting_from_nothing_or_with_nothing_defined_says_what_to_do() -> Non
         Energy().select([])
     with pytest.raises(ZeusConfigError, match="defines neither select\\(\\) nor cost\\(\\)"):
         OptimumSelector().select(MS)
-    assert repr(MaxSlowdownConstraint(1.1)) == "MaxSlowdownConstraint(factor=1.1, tolerance=0.005)"
+    assert repr(MaxSlowdownConstraint(1.1)) == "MaxSlowdownConstraint(factor=1.1, tolerance=0.0)"
 
 
 def test_a_zeus_style_selector_runs_unchanged_and_gets_zeus_sweep() -> None:

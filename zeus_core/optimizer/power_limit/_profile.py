@@ -8,7 +8,7 @@ read too)::
     {"version": 2, "kind": "zeus-suite/power-limit-profile",
      "hardware": {"gpu_model": "NVIDIA A40", "gpu_uuids": ["GPU-…"], "world_size": 1, "min_w": 100.0,
                   "max_w": 300.0, "simulated": false},
-     "selector": "MaxSlowdownConstraint(factor=1.1, tolerance=0.005)",
+     "selector": "MaxSlowdownConstraint(factor=1.1, tolerance=0.0)",
      "measurements": [{"power_limit": 300.0, "steps": 40, "time": …, "energy": …, …}, …],
      "optimal_power_limit_w": 250.0, "reason": "…",          # null while profiling goes on
      "visits": [[300.0, [sample s], [sample J], [sample steps], first step], …]}

@@ -152,9 +152,9 @@ class MaxSlowdownConstraint(OptimumSelector):
     Args:
         factor: Allowed slowdown, >= 1 (1.1: at most 10 % slower than at the highest limit).
         tolerance: Allowance on the measured slowdown, in ``[0, 0.05]``: a measured slowdown up to
-            ``factor × (1 + tolerance)`` passes (0.005: a few hundred noisy steps know a slowdown to
-            about ±1 %, and a strict bound rejects an optimum just under it half the time); ``0`` is
-            Zeus's strict bound.
+            ``factor × (1 + tolerance)`` passes. ``0`` (default) is Zeus's strict bound; ``0.005``
+            rejects an optimum just under the bound less often (a few hundred noisy steps know a
+            slowdown to about ±1 %) but may choose a limit just over it.
 
     Raises:
         ZeusConfigError: ``factor < 1`` or ``tolerance`` outside ``[0, 0.05]``.
@@ -166,7 +166,7 @@ class MaxSlowdownConstraint(OptimumSelector):
         250.0
     """
 
-    def __init__(self, factor: float, tolerance: float = 0.005) -> None:
+    def __init__(self, factor: float, tolerance: float = 0.0) -> None:
         if not factor >= 1.0:
             raise ZeusConfigError(
                 f"MaxSlowdownConstraint(factor={factor}): the allowed slowdown must be >= 1.0."
