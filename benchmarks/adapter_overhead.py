@@ -33,7 +33,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from zeus_core.testing._quirky_nvml import FakeGPUSpec, Quirks, QuirkyNVML, square_wave  # noqa: E402
+from zeus_core.testing import FakeGPUSpec, Quirks, QuirkyNVML, square_wave  # noqa: E402
 
 TARGETS_MS = {"ZeusCallback()": 0.02, "ZeusCallback(log_every_n_steps=1)": 0.1}
 
@@ -119,7 +119,7 @@ def run(runs: int, steps: int) -> tuple[dict[str, float], dict[str, float]]:
     import torch
 
     torch.set_num_threads(1)
-    from zeus_core.monitor.energy import ZeusMonitor
+    from zeus_core.monitor._energy import ZeusMonitor
     from zeus_integrations.lightning import ZeusCallback
 
     # The fit runs on the CPU, where ZeusCallback() would measure no GPU; give it the monitor it
@@ -168,8 +168,26 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the table; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="2 runs x 60 steps")
+    parser.add_argument(
+        "--json", type=Path, default=None, metavar="PATH", help="also write the results as JSON"
+    )
     args = parser.parse_args(argv)
-    return report(*(run(2, 60) if args.quick else run(5, 200)))
+    runs, steps = (2, 60) if args.quick else (5, 200)
+    per_step, in_hooks = run(runs, steps)
+    if args.json:
+        from _results import write_json  # benchmarks/_results.py, beside this script
+
+        cases = [
+            {
+                "case": name,
+                "wall_ms_per_step": ms,
+                "wall_diff_ms": ms - per_step["no callback"],
+                "hooks_ms_per_step": in_hooks.get(name),
+            }
+            for name, ms in per_step.items()
+        ]
+        write_json(args.json, __file__, argv, {"runs": runs, "steps": steps, "cases": cases})
+    return report(per_step, in_hooks)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from zeus_core.testing._quirky_nvml import FakeGPUSpec, Quirks, QuirkyNVML, square_wave  # noqa: E402
+from zeus_core.testing import FakeGPUSpec, Quirks, QuirkyNVML, square_wave  # noqa: E402
 
 WINDOWS_S = (0.01, 0.05, 0.2, 1.0)
 TARGETS = {0.05: (10.0, None), 0.2: (3.0, None), 1.0: (1.0, 2.0)}  # window -> (median %, worst %)
@@ -57,8 +57,8 @@ def make_fake() -> QuirkyNVML:
 
 def make_monitors() -> dict[str, Monitor]:
     """Zeus Suite's and (if installed) zeus 0.16's monitor of GPU 0, CPUs off, no CUDA sync."""
-    from zeus_core.device.nvidia import nvidia_gpus
-    from zeus_core.monitor.energy import ZeusMonitor
+    from zeus_core.device._nvidia import nvidia_gpus
+    from zeus_core.monitor._energy import ZeusMonitor
 
     monitors: dict[str, Monitor] = {
         "zeus-suite": ZeusMonitor(gpus=nvidia_gpus(environ={})[:1], cpu_indices=[], sync_execution_with=None)
@@ -152,8 +152,8 @@ def step_costs_ms(zeus_monitor: Monitor | None, steps: int, runs: int) -> dict[s
     Runs are interleaved; each run creates Zeus Suite's monitor (its reader thread starts) and
     closes it before the bare loop, so "no monitor" has no reader thread either.
     """
-    from zeus_core.device.nvidia import nvidia_gpus
-    from zeus_core.monitor.energy import ZeusMonitor
+    from zeus_core.device._nvidia import nvidia_gpus
+    from zeus_core.monitor._energy import ZeusMonitor
 
     step = _training_step()
     times: dict[str, list[tuple[float, float]]] = {}
@@ -185,7 +185,7 @@ def rapl_read_us(reads: int = 2000) -> float:
     """
     import tempfile
 
-    from zeus_core.device.rapl import rapl_cpus
+    from zeus_core.device._rapl import rapl_cpus
 
     with tempfile.TemporaryDirectory() as tmp:
         zone = Path(tmp) / "intel-rapl:0"
@@ -218,7 +218,7 @@ def run(quick: bool) -> dict[str, Any]:
         "pair_ms": {n: pair_cost_ms(m, 100 if quick else 300) for n, m in monitors.items()}
     }
     figures["errors"] = {w: window_errors(fake, monitors, w, counts[w]) for w in WINDOWS_S}
-    from zeus_core.monitor.reader import shared_reader
+    from zeus_core.monitor._reader import shared_reader
 
     figures["reader_cpu"] = shared_reader().cpu_fraction
     figures["rapl_us"] = rapl_read_us()
@@ -293,8 +293,25 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print the tables; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer windows (~20 s)")
+    parser.add_argument(
+        "--json", type=Path, default=None, metavar="PATH", help="also write the results as JSON"
+    )
     args = parser.parse_args(argv)
-    return report(run(args.quick))
+    figures = run(args.quick)
+    if args.json:
+        from _results import write_json  # benchmarks/_results.py, beside this script
+
+        errors = {
+            f"{w * 1000:g} ms": {
+                lib: {"windows": len(e), "median_pct": statistics.median(e), "worst_pct": max(e)}
+                for lib, e in figures["errors"][w].items()
+            }
+            for w in WINDOWS_S
+        }
+        steps = {name: {"wall_ms": ms, "cpu_ms": cpu} for name, (ms, cpu) in figures["steps"].items()}
+        results = {k: figures[k] for k in ("pair_ms", "reader_cpu", "rapl_us")}
+        write_json(args.json, __file__, argv, {**results, "errors": errors, "steps": steps})
+    return report(figures)
 
 
 if __name__ == "__main__":

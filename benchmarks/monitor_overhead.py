@@ -36,7 +36,7 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML  # noqa: E402
+from zeus_core.testing import FakeGPUSpec, FakeNVML  # noqa: E402
 
 GPU_COUNTS = (1, 8)
 
@@ -105,8 +105,8 @@ def _make_monitors(fake: FakeNVML) -> dict[tuple[str, int], tuple[Callable, Call
     """(library, gpus) -> (begin_window, end_window), CPUs off; called with sync_execution=False."""
     monitors: dict[tuple[str, int], tuple[Callable, Callable]] = {}
 
-    from zeus_core.device.nvidia import nvidia_gpus
-    from zeus_core.monitor.energy import ZeusMonitor as SuiteMonitor
+    from zeus_core.device._nvidia import nvidia_gpus
+    from zeus_core.monitor._energy import ZeusMonitor as SuiteMonitor
 
     ours = nvidia_gpus(environ={})
     for n in GPU_COUNTS:
@@ -206,11 +206,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="5 runs x 2,000 pairs (smoke test)")
     parser.add_argument("--runs", type=int, default=None, help="runs per case (default 15)")
     parser.add_argument("--pairs", type=int, default=None, help="pairs per run (default 20,000)")
+    parser.add_argument(
+        "--json", type=Path, default=None, metavar="PATH", help="also write the results as JSON"
+    )
     args = parser.parse_args(argv)
     runs = args.runs or (5 if args.quick else 15)
     pairs = args.pairs or (2_000 if args.quick else 20_000)
     results = run(runs, pairs)
     _print(results, runs, pairs)
+    if args.json:
+        from _results import write_json  # benchmarks/_results.py, beside this script
+
+        rows = [
+            {
+                "gpus": r.gpus,
+                "library": r.library,
+                "us_per_pair": r.us_per_pair,
+                "nvml_calls_per_pair": r.calls_per_pair,
+                "nvml_us": r.nvml_us,
+                "overhead_us": r.overhead_us,
+            }
+            for r in sorted(results, key=lambda r: (r.gpus, r.library))
+        ]
+        write_json(args.json, __file__, argv, {"runs": runs, "pairs": pairs, "rows": rows})
     return _verdict(results)
 
 

@@ -35,12 +35,12 @@ from pathlib import Path
 
 from zeus_core.optimizer.pipeline_frequency import (
     FrequencyPlan,
+    Frontier,
     InstructionKind,
     InstructionProfile,
     plan_frontier,
     synchronous_1f1b,
 )
-from zeus_core.optimizer.pipeline_frequency.frontier import Frontier
 from zeus_core.testing import PHYSICAL_GPUS, physical_instruction_profile
 
 FULL_SIZES = [(4, 8), (4, 16), (8, 16), (8, 32), (16, 64)]
@@ -290,7 +290,7 @@ def run_benchmark(
             lt_note = f", lowtime {row['lt_s']:.2f} s" if "lt_s" in row else ""
             print(f"  done {gpu} {s}x{m}: ours {row['ours_s']:.2f} s{lt_note}", flush=True)
             if plots:
-                from zeus_core.optimizer.pipeline_frequency.plots import plot_frontier, plot_timeline
+                from zeus_core.optimizer.pipeline_frequency import plot_frontier, plot_timeline
 
                 fr = row["frontier"]
                 plot_frontier(fr, plots / f"frontier_{gpu}_{s}x{m}.png")
@@ -308,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lowtime-cap", type=float, default=600.0, help="max seconds per lowtime run")
     parser.add_argument("--no-lowtime", action="store_true", help="skip lowtime")
     parser.add_argument("--plots", type=Path, default=None, help="folder for frontier/timeline PNGs")
+    parser.add_argument(
+        "--json", type=Path, default=None, metavar="PATH", help="also write the results as JSON"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     if args.sizes:
@@ -321,6 +324,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     rows, ext = run_benchmark(gpus, sizes, args.unit_time, args.lowtime_cap, not args.no_lowtime, args.plots)
     print_tables(rows, args.lowtime_cap, ext)
+    if args.json:
+        from _results import write_json  # benchmarks/_results.py, beside this script
+
+        results = {
+            "unit_time_s": args.unit_time,
+            "lowtime_cap_s": args.lowtime_cap,
+            "simulated": True,
+            "rows": [{k: v for k, v in r.items() if k != "frontier"} for r in rows],
+            "extrinsic": [{"gpu": gpu, "S": s, "M": m, **e} for gpu, s, m, e in ext],
+        }
+        write_json(args.json, __file__, argv, results)
     ok = True
     for r in rows:
         if (

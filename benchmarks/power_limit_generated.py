@@ -59,9 +59,9 @@ from benchmarks.power_limit_common import (  # noqa: E402
     zeus_selector,
 )
 from zeus_core import console, data  # noqa: E402
-from zeus_core.testing._fake_nvml import FakeDevice, FakeGPUSpec, FakeNVML, VirtualClock  # noqa: E402
+from zeus_core.testing import MeasuredProfile, VirtualClock  # noqa: E402
+from zeus_core.testing._fake_nvml import FakeDevice, FakeGPUSpec, FakeNVML  # noqa: E402
 from zeus_core.testing._power_limit_generator import GPUS, GpuModel, NoisyRun, StepNoise, generate  # noqa: E402
-from zeus_core.testing._simulated_gpu import MeasuredProfile  # noqa: E402
 
 __all__ = ["Case", "Outcome", "run_grid", "summarize", "main"]
 
@@ -138,10 +138,10 @@ class Bench:
     """One fake NVML GPU on one virtual clock, shared by every run (published zeus binds ``pynvml`` once)."""
 
     def __init__(self) -> None:
-        self.clock = VirtualClock()
+        self.clock = VirtualClock(1000.0)  # the start the fake NVML clock had (same figures)
         self.fake = FakeNVML([FakeGPUSpec.a40()], clock=self.clock, root=True)
         bind_zeus(self.fake, clock=self.clock)  # the published monitor's clock: the virtual one
-        from zeus_core.device import base
+        from zeus_core.device import _base as base
 
         base.wall_clock = self.clock  # our monitor's clock: the virtual one
 
@@ -163,8 +163,8 @@ class Bench:
         return self.fake.devices[0]
 
     def ours(self, label: str, pl_step: float) -> tuple[Any, Callable[[], float | None]]:
-        from zeus_core.device.nvidia import nvidia_gpus
-        from zeus_core.monitor.energy import ZeusMonitor
+        from zeus_core.device._nvidia import nvidia_gpus
+        from zeus_core.monitor._energy import ZeusMonitor
         from zeus_core.optimizer.power_limit import GlobalPowerLimitOptimizer
 
         monitor = ZeusMonitor(gpus=nvidia_gpus(environ={}), cpu_indices=[], sync_execution_with=None)

@@ -158,7 +158,7 @@ def run_case(
     from zeus.optimizer.power_limit import Done as ZeusDone
     from zeus.optimizer.power_limit import GlobalPowerLimitOptimizer as ZeusPLO
 
-    from zeus_core.monitor.energy import ZeusMonitor
+    from zeus_core.monitor._energy import ZeusMonitor
     from zeus_core.optimizer.power_limit import GlobalPowerLimitOptimizer
 
     replay = RealTimeReplay(path, fake=fake)

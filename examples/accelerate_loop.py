@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     from rich.table import Table
     from torch.utils.data import DataLoader, TensorDataset
 
-    from zeus_core.monitor.energy import ZeusMonitor
+    from zeus_core.monitor import ZeusMonitor
     from zeus_core.testing import PhysicalModel, SimulatedGPU
     from zeus_integrations.accelerate import attach
 
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
             profile_steps=3 if args.tiny else 5,
         )
 
-    with attach(accelerator, model, optimizer, monitor=monitor, zeus_optimizer=plo) as zeus:
+    with attach(accelerator, model, optimizer, monitor=monitor, zeus_optimizers=plo) as zeus:
         for _ in range(args.epochs):  # the user's loop, unchanged
             for inputs, targets in data:
                 with accelerator.accumulate(model):

@@ -85,11 +85,11 @@ def _devices(args: argparse.Namespace) -> tuple[Any, Any, str]:
     """(monitor, simulated GPU or None, device label) for this machine."""
     import torch
 
-    from zeus_core.monitor.energy import ZeusMonitor
+    from zeus_core.monitor import ZeusMonitor
     from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
 
     if not args.simulate and torch.cuda.is_available():
-        from zeus_core.device.discovery import get_gpus
+        from zeus_core.device import get_gpus
 
         real = [g for g in get_gpus() if g.index == torch.cuda.current_device()]
         if real:
@@ -305,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     import lightning.pytorch as pl
 
     from zeus_core.exceptions import ZeusError
-    from zeus_core.monitor.power import PowerMonitor
+    from zeus_core.monitor import PowerMonitor
     from zeus_integrations.lightning import ZeusCallback
 
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)

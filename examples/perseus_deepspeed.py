@@ -3,8 +3,8 @@
 Runs on the CPU with a plain ``python examples/perseus_deepspeed.py``: it starts its own 2 ranks
 (gloo), one pipeline stage each, on **simulated** A40 GPUs whose work slows down as the SM clock
 drops (``SimulatedPipelineGPU``). Stage 1 does twice the work of stage 0. DeepSpeed needs one CPU
-shim, applied by ``zeus_integrations.pipeline.cpu_shims.deepspeed_on_cpu()`` (CPU accelerator, no
-JIT build of its shared-memory op); it does nothing where CUDA is available.
+shim, ``deepspeed_on_cpu()`` from ``examples/_support/cpu_shims.py`` (CPU accelerator, no JIT
+build of its shared-memory op); it does nothing where CUDA is available.
 
 1. ``--iterations`` ``engine.train_batch`` calls at the highest clocks (no Perseus): the baseline.
 2. ``PerseusRuntime`` attached with ``zeus_integrations.pipeline.deepspeed.attach(runtime, engine)``
@@ -29,17 +29,17 @@ MEMORY_S = (0.002, 0.004)
 
 def rank_main(rank: int, args: argparse.Namespace) -> None:
     """One pipeline stage: baseline, then Perseus, then the report (rank 0)."""
-    from zeus_integrations.pipeline import cpu_shims
+    from _support import cpu_shims
 
     cpu_shims.deepspeed_on_cpu()
     import deepspeed
     import torch
+    from _support.emulation import GpuWork, compare_with_max_clocks
     from deepspeed.pipe import PipelineModule
 
     from zeus_core.optimizer.pipeline_frequency import PerseusRuntime
     from zeus_core.testing import InstructionWork, SimulatedPipelineGPU
     from zeus_integrations.pipeline import deepspeed as zeus_ds
-    from zeus_integrations.pipeline.emulation import GpuWork, compare_with_max_clocks
 
     deepspeed.init_distributed(dist_backend="gloo")
     gpu = SimulatedPipelineGPU("a40", index=0, seed=rank)
@@ -80,7 +80,7 @@ def rank_main(rank: int, args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Start 2 local ranks and run :func:`rank_main` on each."""
-    from zeus_integrations.pipeline.emulation import run_example
+    from _support.emulation import run_example
 
     run_example(rank_main, __doc__.split("\n\n")[0], argv)
 

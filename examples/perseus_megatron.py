@@ -3,7 +3,7 @@
 Runs on the CPU with a plain ``python examples/perseus_megatron.py``: it starts its own 2 ranks
 (gloo), one pipeline stage each, on **simulated** A40 GPUs whose work slows down as the SM clock
 drops (``SimulatedPipelineGPU``). Stage 1 does twice the work of stage 0. Megatron-core's
-schedules assume CUDA; ``zeus_integrations.pipeline.cpu_shims.megatron_on_cpu()`` maps its CUDA
+schedules assume CUDA; ``megatron_on_cpu()`` (``examples/_support/cpu_shims.py``) maps its CUDA
 buffers and syncs to the CPU (it does nothing where CUDA is available).
 
 1. ``--iterations`` calls of ``get_forward_backward_func()`` at the highest clocks: the baseline.
@@ -59,10 +59,11 @@ def _stage_module(config: Any, work: Any, first: bool, vp_stage: int | None = No
 
 def rank_main(rank: int, args: argparse.Namespace) -> None:
     """One pipeline stage: baseline, then Perseus, then the report (rank 0)."""
-    from zeus_integrations.pipeline import cpu_shims
+    from _support import cpu_shims
 
     cpu_shims.megatron_on_cpu()
     import torch
+    from _support.emulation import GpuWork, compare_with_max_clocks
     from megatron.core import parallel_state
     from megatron.core.model_parallel_config import ModelParallelConfig
     from megatron.core.pipeline_parallel import schedules
@@ -70,7 +71,6 @@ def rank_main(rank: int, args: argparse.Namespace) -> None:
     from zeus_core.optimizer.pipeline_frequency import PerseusRuntime
     from zeus_core.testing import InstructionWork, SimulatedPipelineGPU
     from zeus_integrations.pipeline import megatron as zeus_megatron
-    from zeus_integrations.pipeline.emulation import GpuWork, compare_with_max_clocks
 
     torch.distributed.init_process_group("gloo")
     chunks = args.virtual_stages
@@ -123,7 +123,7 @@ def rank_main(rank: int, args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Start 2 local ranks and run :func:`rank_main` on each."""
-    from zeus_integrations.pipeline.emulation import run_example
+    from _support.emulation import run_example
 
     def add_options(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(

@@ -37,12 +37,12 @@ def rank_main(rank: int, args: argparse.Namespace) -> None:
     """One pipeline stage: baseline, then Perseus, then the report (rank 0)."""
     import torch
     import torch.distributed as dist
+    from _support.emulation import GpuWork, compare_with_max_clocks
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B
 
     from zeus_core.optimizer.pipeline_frequency import PerseusRuntime
     from zeus_core.testing import InstructionWork, SimulatedPipelineGPU
     from zeus_integrations.pipeline import torch_pipelining
-    from zeus_integrations.pipeline.emulation import GpuWork, compare_with_max_clocks
 
     dist.init_process_group("gloo")
     gpu = SimulatedPipelineGPU("a40", index=0, seed=rank)
@@ -74,7 +74,7 @@ def rank_main(rank: int, args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Start 2 local ranks and run :func:`rank_main` on each."""
-    from zeus_integrations.pipeline.emulation import run_example
+    from _support.emulation import run_example
 
     run_example(rank_main, __doc__.split("\n\n")[0], argv)
 

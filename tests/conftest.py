@@ -13,7 +13,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 def _admin_rights_follow_the_fakes(monkeypatch: pytest.MonkeyPatch) -> None:
     """A fake NVML/amdsmi stands for the machine, the process's rights included (its ``root`` flag)."""
     from tests.fakes.admin_rights import admin_rights_of_installed_fakes
-    from zeus_core.device import privileges
+    from zeus_core.device import _privileges as privileges
 
     monkeypatch.setattr(privileges, "has_admin_rights", admin_rights_of_installed_fakes)
 

@@ -2,27 +2,32 @@
 # zeus_core/__init__.py loads each name's module on first use (zeus_core/_lazy.py).
 __version__: str
 
-# devices
-# training protocol and ranks
+# training protocol, ranks and the Zeus cost
+from zeus_core._cost import zeus_cost as zeus_cost
+from zeus_core._distributed import JobMeasurement as JobMeasurement
+from zeus_core._distributed import reduce_measurement as reduce_measurement
 from zeus_core.callback import CallbackList as CallbackList
 from zeus_core.callback import TrainingCallback as TrainingCallback
 from zeus_core.callback import TrainingProtocol as TrainingProtocol
-from zeus_core.device.activity import Activity as Activity
-from zeus_core.device.activity import ChildProcessActivity as ChildProcessActivity
-from zeus_core.device.activity import ProcessActivity as ProcessActivity
-from zeus_core.device.amd import AMDGPU as AMDGPU
-from zeus_core.device.base import CPU as CPU
-from zeus_core.device.base import GPU as GPU
-from zeus_core.device.base import CpuEnergy as CpuEnergy
-from zeus_core.device.base import Device as Device
-from zeus_core.device.base import PowerLimitConstraints as PowerLimitConstraints
-from zeus_core.device.discovery import discover as discover
-from zeus_core.device.discovery import get_cpus as get_cpus
-from zeus_core.device.discovery import get_gpus as get_gpus
-from zeus_core.device.nvidia import NVIDIAGPU as NVIDIAGPU
-from zeus_core.device.rapl import RaplCPU as RaplCPU
-from zeus_core.distributed import JobMeasurement as JobMeasurement
-from zeus_core.distributed import reduce_measurement as reduce_measurement
+
+# carbon intensity and electricity price, offline first
+from zeus_core.carbon import Footprint as Footprint
+from zeus_core.device import CPU as CPU
+from zeus_core.device import GPU as GPU
+from zeus_core.device import Activity as Activity
+from zeus_core.device import ChildProcessActivity as ChildProcessActivity
+from zeus_core.device import CpuEnergy as CpuEnergy
+from zeus_core.device import Device as Device
+from zeus_core.device import PowerLimitConstraints as PowerLimitConstraints
+from zeus_core.device import ProcessActivity as ProcessActivity
+from zeus_core.device import discover as discover
+from zeus_core.device import get_cpus as get_cpus
+from zeus_core.device import get_gpus as get_gpus
+
+# devices
+from zeus_core.device._amd import AMDGPU as AMDGPU
+from zeus_core.device._nvidia import NVIDIAGPU as NVIDIAGPU
+from zeus_core.device._rapl import RaplCPU as RaplCPU
 
 # errors
 from zeus_core.exceptions import ZeusConfigError as ZeusConfigError
@@ -35,17 +40,19 @@ from zeus_core.exceptions import ZeusProfileError as ZeusProfileError
 from zeus_core.exceptions import ZeusWindowError as ZeusWindowError
 
 # measurement
-from zeus_core.monitor.energy import WindowHandle as WindowHandle
-from zeus_core.monitor.energy import ZeusMonitor as ZeusMonitor
-from zeus_core.monitor.measurement import Measurement as Measurement
-from zeus_core.monitor.power import PowerMonitor as PowerMonitor
-from zeus_core.monitor.prometheus import MetricsServer as MetricsServer
-from zeus_core.monitor.prometheus import PrometheusExporter as PrometheusExporter
+from zeus_core.monitor import Measurement as Measurement
+from zeus_core.monitor import MetricsServer as MetricsServer
+from zeus_core.monitor import PowerMonitor as PowerMonitor
+from zeus_core.monitor import PrometheusExporter as PrometheusExporter
+from zeus_core.monitor import TemperatureMonitor as TemperatureMonitor
+from zeus_core.monitor import WindowHandle as WindowHandle
+from zeus_core.monitor import ZeusMonitor as ZeusMonitor
+from zeus_core.monitor import check_window as check_window
 
 # batch-size optimizer
-from zeus_core.optimizer.batch_size.bandit import BatchSizeBandit as BatchSizeBandit
-from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer as BatchSizeOptimizer
-from zeus_core.optimizer.batch_size.spec import JobSpec as JobSpec
+from zeus_core.optimizer.batch_size import BatchSizeBandit as BatchSizeBandit
+from zeus_core.optimizer.batch_size import BatchSizeOptimizer as BatchSizeOptimizer
+from zeus_core.optimizer.batch_size import JobSpec as JobSpec
 
 # Perseus pipeline frequency planning
 from zeus_core.optimizer.pipeline_frequency import FrequencyPlan as FrequencyPlan
@@ -73,6 +80,7 @@ from zeus_core.testing import SimulatedGPU as SimulatedGPU
 from zeus_core.testing import VirtualClock as VirtualClock
 from zeus_core.testing import simulate_steps as simulate_steps
 
-# training: the engine under every adapter
+# training: the engine under every adapter, and the energy insights adapters add
+from zeus_core.training import EnergyInsights as EnergyInsights
 from zeus_core.training import TrainingLifecycle as TrainingLifecycle
 from zeus_core.training import TrainingTracker as TrainingTracker

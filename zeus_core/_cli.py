@@ -28,12 +28,20 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "serve Prometheus /metrics (energy, power) read from the devices at each scrape",
     ),
     "plan": (
-        "zeus_core.optimizer.pipeline_frequency.cli",
+        "zeus_core.optimizer.pipeline_frequency.planner._cli_plan",
         "plan Perseus GPU frequencies for a pipeline-parallel iteration",
     ),
-    "bso-server": ("zeus_core.optimizer.batch_size.server_cli", "run the batch-size optimizer service"),
+    "daemon": (
+        "zeus_core.daemon._cli_daemon",
+        "serve Zeus's zeusd API as root, with leases: normal users change GPU settings, restored after",
+    ),
+    "bso-server": ("zeus_core.optimizer.batch_size._cli_bso_server", "run the batch-size optimizer service"),
+    "report": (
+        "zeus_core.report._cli_report",
+        "turn a run's output folder into one HTML page with plots, and a terminal summary",
+    ),
     "reproduce": (
-        "zeus_core.simulate.reproduce",
+        "zeus_core.simulate._cli_reproduce",
         "reproduce a paper's results with the trace-driven simulator",
     ),
 }

@@ -1,23 +1,8 @@
 """Process-wide exit hooks for :mod:`zeus_core.settings`: ``atexit``, SIGINT/SIGTERM, deferral.
 
-One set of hooks serves every armed restorer of the process (a restorer is anything with a
-``restore()`` method and a ``what`` text, in practice a :class:`~zeus_core.settings.SettingsGuard`):
-
-- ``atexit`` restores them all at interpreter exit;
-- SIGINT and SIGTERM restore them all, then the signal goes on to the handler that was installed
-  before (SIGINT still raises ``KeyboardInterrupt``; SIGTERM still ends the process with the usual
-  status) — the handlers are installed when the first restorer arms and put back when the last
-  disarms;
-- while any restore runs (a *critical section*, :func:`critical`), SIGINT and SIGTERM are only
-  recorded; when the last critical section ends they are re-delivered to the process, in order of
-  arrival, so they are handled as they would have been without the restore. A signal of the same
-  kind as the one that started a restore merges into it (the OS merges pending signals of one kind
-  the same way). A restore therefore always completes: a second Ctrl-C, or TERM then INT, cannot
-  cut it short.
-
-Signal handlers can only be installed from the main thread. A restorer armed from another thread
-while no handler is installed is restored at exit and on exceptions only; :func:`register` says so
-once on the console.
+One set of hooks restores every armed restorer (a :class:`~zeus_core.settings.SettingsGuard`) at
+exit and on SIGINT/SIGTERM, then passes the signal on; signals arriving during a restore wait
+until it is done. docs/gpu-settings.md describes the rules.
 """
 
 from __future__ import annotations

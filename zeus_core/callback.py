@@ -28,6 +28,18 @@ class TrainingProtocol(Protocol):
 
     Each event has a no-op body (``return None``, not ``...``) so that :class:`TrainingCallback`
     inherits working defaults and type checkers do not take the events for abstract methods.
+
+    Example:
+        >>> from zeus_core import TrainingProtocol
+        >>> class Counter:
+        ...     def on_train_begin(self): pass
+        ...     def on_epoch_begin(self): pass
+        ...     def on_step_begin(self): pass
+        ...     def on_step_end(self): pass
+        ...     def on_epoch_end(self): pass
+        ...     def on_train_end(self): pass
+        >>> isinstance(Counter(), TrainingProtocol)  # structural: no base class needed
+        True
     """
 
     def on_train_begin(self) -> None:
@@ -56,7 +68,19 @@ class TrainingProtocol(Protocol):
 
 
 class TrainingCallback(TrainingProtocol):
-    """Base class with a no-op for every event (inherited from the protocol); override the ones you need."""
+    """Base class with a no-op for every event (inherited from the protocol); override the ones you need.
+
+    Example:
+        >>> from zeus_core import TrainingCallback
+        >>> class Steps(TrainingCallback):
+        ...     def __init__(self):
+        ...         self.steps = 0
+        ...     def on_step_end(self):
+        ...         self.steps += 1
+        >>> cb = Steps(); cb.on_train_begin(); cb.on_step_begin(); cb.on_step_end()
+        >>> cb.steps
+        1
+    """
 
 
 class CallbackList(TrainingCallback):
@@ -64,6 +88,17 @@ class CallbackList(TrainingCallback):
 
     ``on_train_end`` reaches every callback even if one of them raises; the first error is
     re-raised afterwards.
+
+    Example:
+        >>> from zeus_core import CallbackList, TrainingCallback
+        >>> class Say(TrainingCallback):
+        ...     def __init__(self, name):
+        ...         self.name = name
+        ...     def on_train_end(self):
+        ...         print(self.name, "restored")
+        >>> CallbackList([Say("first"), Say("second")]).on_train_end()
+        second restored
+        first restored
     """
 
     def __init__(self, callbacks: Iterable[TrainingProtocol]) -> None:

@@ -17,6 +17,14 @@ import sys
 __all__ = ["LOGGER_NAME", "info", "warn", "info_once", "warn_once", "set_enabled", "enabled", "is_rank_zero"]
 
 LOGGER_NAME = "zeus_suite"
+"""The logger the messages go through: configure it like any other to route them elsewhere.
+
+Example:
+    >>> import logging
+    >>> from zeus_core.console import LOGGER_NAME
+    >>> logging.getLogger(LOGGER_NAME).name
+    'zeus_suite'
+"""
 _QUIET_ENV = "ZEUS_SUITE_QUIET"
 
 _enabled: bool | None = None  # None: follow the environment variable
@@ -36,13 +44,27 @@ def _logger() -> logging.Logger:
 
 
 def set_enabled(value: bool) -> None:
-    """Show (``True``) or hide (``False``) Zeus Suite's console messages in this process."""
+    """Show (``True``) or hide (``False``) Zeus Suite's console messages in this process.
+
+    Example:
+        >>> from zeus_core import console
+        >>> console.set_enabled(False)
+        >>> console.enabled()
+        False
+    """
     global _enabled
     _enabled = bool(value)
 
 
 def enabled() -> bool:
-    """Whether console messages are shown (``set_enabled`` wins over ``ZEUS_SUITE_QUIET``)."""
+    """Whether console messages are shown (``set_enabled`` wins over ``ZEUS_SUITE_QUIET``).
+
+    Example:
+        >>> from zeus_core import console
+        >>> console.set_enabled(True)
+        >>> console.enabled()
+        True
+    """
     if _enabled is not None:
         return _enabled
     return os.environ.get(_QUIET_ENV, "").strip().lower() not in {"1", "true", "yes", "on"}
@@ -53,8 +75,13 @@ def is_rank_zero() -> bool:
 
     Uses ``torch.distributed`` when it is up, else the launchers' ``RANK`` variable (torchrun,
     Accelerate, Lightning's ``ddp``), else ``LOCAL_RANK`` on node ``NODE_RANK`` / ``GROUP_RANK``.
+
+    Example:
+        >>> from zeus_core import console
+        >>> console.is_rank_zero()  # a single process is rank zero
+        True
     """
-    from zeus_core import distributed
+    from zeus_core import _distributed as distributed
 
     if distributed.is_initialized():
         return distributed.rank() == 0
@@ -68,26 +95,48 @@ def is_rank_zero() -> bool:
 
 
 def info(message: str) -> None:
-    """Show ``message`` on rank zero (unless turned off)."""
+    """Show ``message`` on rank zero (unless turned off), on stderr as ``[zeus-suite] <message>``.
+
+    Example:
+        >>> from zeus_core import console
+        >>> console.info("Power limit set to 250 W for the rest of training.")
+    """
     if enabled() and is_rank_zero():
         _logger().info(message)
 
 
 def warn(message: str) -> None:
-    """Show ``message`` as a warning on rank zero (unless turned off)."""
+    """Show ``message`` as a warning on rank zero (unless turned off).
+
+    Example:
+        >>> from zeus_core import console
+        >>> console.warn("No GPU found: GPU energy is not measured.")
+    """
     if enabled() and is_rank_zero():
         _logger().warning(message)
 
 
 def info_once(key: str, message: str) -> None:
-    """:func:`info`, at most once per process for each ``key``."""
+    """:func:`info`, at most once per process for each ``key``.
+
+    Example:
+        >>> from zeus_core import console
+        >>> for epoch in range(3):
+        ...     console.info_once("simulated", "Measuring a simulated GPU.")  # shown once
+    """
     if key not in _seen:
         _seen.add(key)
         info(message)
 
 
 def warn_once(key: str, message: str) -> None:
-    """:func:`warn`, at most once per process for each ``key``."""
+    """:func:`warn`, at most once per process for each ``key``.
+
+    Example:
+        >>> from zeus_core import console
+        >>> console.warn_once("no-gpu", "No GPU found.")
+        >>> console.warn_once("no-gpu", "No GPU found.")  # not shown again
+    """
     if key not in _seen:
         _seen.add(key)
         warn(message)

@@ -1,32 +1,8 @@
 """Record the GPU settings found at start and put exactly those back, on every way a process ends.
 
-Every part of Zeus Suite that changes a GPU setting (the power-limit optimizer, Perseus's clock
-controller) holds a :class:`SettingsGuard`. The guard reads the settings it manages when it is
-*recorded* (:meth:`SettingsGuard.record`) and restores them:
-
-- when its owner ends (``on_train_end``, ``close()``, a ``with`` block's exit, also on an exception);
-- at interpreter exit (``atexit``);
-- on SIGINT and SIGTERM, before the signal goes on to the handler installed before (Ctrl-C still
-  raises ``KeyboardInterrupt``; SIGTERM still ends the process with its usual status).
-
-A restore cannot be interrupted: SIGINT/SIGTERM arriving while it runs are deferred until it is
-done, then handled as the process would have handled them (see :mod:`zeus_core._restore_hooks`).
-It is idempotent, and it puts back what was *there*, not the defaults: an administrator's 280 W
-limit or 1200 MHz locked clocks come back as they were.
-
-What is recorded, per GPU (:class:`Setting`):
-
-- ``POWER_LIMIT``: the power limit, W.
-- ``SM_CLOCKS``: the locked SM clock range, MHz, or "unlocked". NVML has no call that reports
-  locked clocks, so on NVIDIA GPUs the state at start is unknown: the guard says so once and
-  restores by unlocking (``nvidia-smi -rgc``); an administrator's lock must then be set again.
-  Simulated GPUs report their locked clocks and get them back.
-
-Zeus Suite changes neither memory clocks nor persistence mode, so neither is recorded.
-
-All reads and writes of settings go through one seam, :class:`SettingsAccess` (by default
-:class:`DirectAccess`, which calls the device); a privileged helper can replace it later
-(:func:`set_access`) without touching any caller.
+Everything that changes a GPU setting (the power-limit optimizer, Perseus's clock controller)
+holds a :class:`SettingsGuard`, which restores what was there (not the defaults) when its owner
+ends, at exit and on SIGINT/SIGTERM; docs/gpu-settings.md explains the guarantees.
 
 Example:
     >>> from zeus_core.testing import PhysicalModel, SimulatedGPU
@@ -50,7 +26,7 @@ from dataclasses import dataclass
 from typing import Callable, Collection, Sequence
 
 from zeus_core import _restore_hooks, console
-from zeus_core.device.base import GPU
+from zeus_core.device._base import GPU
 from zeus_core.exceptions import ZeusNotSupportedError
 
 __all__ = [
@@ -67,11 +43,25 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 LockedClocks = tuple[int, int]
-"""A locked clock range ``(min_mhz, max_mhz)``, MHz."""
+"""A locked clock range ``(min_mhz, max_mhz)``, MHz.
+
+Example:
+    >>> from zeus_core.testing import simulated_gpu
+    >>> gpu = simulated_gpu("a40")
+    >>> gpu.set_locked_sm_frequency(1200)
+    >>> gpu.get_locked_sm_frequency()
+    (1200, 1200)
+"""
 
 
 class Setting(str, enum.Enum):
-    """A GPU setting a :class:`SettingsGuard` records and restores."""
+    """A GPU setting a :class:`SettingsGuard` records and restores.
+
+    Example:
+        >>> from zeus_core.settings import Setting
+        >>> Setting("sm_clocks") is Setting.SM_CLOCKS
+        True
+    """
 
     POWER_LIMIT = "power_limit"
     SM_CLOCKS = "sm_clocks"
@@ -86,6 +76,15 @@ class GPUSettings:
         sm_clocks: Locked SM clock range, MHz; ``None`` when unlocked (or not known, see below).
         sm_clocks_known: Whether ``sm_clocks`` was read from the device; ``False`` where the device
             cannot report locked clocks (NVIDIA), so the restore unlocks them.
+
+    Example:
+        >>> from zeus_core.settings import Setting, SettingsGuard
+        >>> from zeus_core.testing import simulated_gpu
+        >>> guard = SettingsGuard([simulated_gpu("a40")], {Setting.POWER_LIMIT})
+        >>> guard.record()
+        >>> guard.recorded[0]
+        GPUSettings(power_limit_w=300.0, sm_clocks=None, sm_clocks_known=False)
+        >>> _ = guard.restore()
     """
 
     power_limit_w: float | None = None
@@ -96,7 +95,12 @@ class GPUSettings:
 class SettingsAccess:
     """The one seam through which settings are read and written (later: a privileged helper).
 
-    Every method takes the :class:`~zeus_core.device.base.GPU` concerned; units are W and MHz.
+    Every method takes the :class:`~zeus_core.device.GPU` concerned; units are W and MHz.
+
+    Example:
+        >>> from zeus_core.settings import SettingsAccess
+        >>> sorted(m for m in vars(SettingsAccess) if not m.startswith("_"))[:3]
+        ['lock_sm_clocks', 'read_power_limit', 'read_sm_clocks']
     """
 
     def read_power_limit(self, gpu: GPU) -> float:
@@ -125,7 +129,16 @@ class SettingsAccess:
 
 
 class DirectAccess(SettingsAccess):
-    """Reads and writes through the device object itself (needs admin rights for writes)."""
+    """Reads and writes through the device object itself (needs admin rights for writes).
+
+    Example:
+        >>> from zeus_core.settings import DirectAccess
+        >>> from zeus_core.testing import simulated_gpu
+        >>> gpu = simulated_gpu("a40")
+        >>> DirectAccess().set_power_limit(gpu, 200.0)
+        >>> DirectAccess().read_power_limit(gpu)
+        200.0
+    """
 
     def read_power_limit(self, gpu: GPU) -> float:
         """The current power limit, W."""
@@ -153,12 +166,28 @@ _access: SettingsAccess = DirectAccess()
 
 
 def get_access() -> SettingsAccess:
-    """The seam new guards read and write settings through."""
+    """The seam new guards read and write settings through.
+
+    Example:
+        >>> from zeus_core.settings import DirectAccess, get_access
+        >>> isinstance(get_access(), DirectAccess)  # unless set_access() installed another
+        True
+    """
     return _access
 
 
 def set_access(access: SettingsAccess) -> SettingsAccess:
-    """Route the settings of guards created from now on through ``access``; returns the previous one."""
+    """Route the settings of guards created from now on through ``access``; returns the previous one.
+
+    Example:
+        >>> from zeus_core.settings import DirectAccess, set_access
+        >>> class Audited(DirectAccess):
+        ...     def set_power_limit(self, gpu, watts):
+        ...         print(f"GPU {gpu.index}: {watts} W")
+        ...         super().set_power_limit(gpu, watts)
+        >>> previous = set_access(Audited())
+        >>> _ = set_access(previous)  # put the old seam back
+    """
     global _access
     previous, _access = _access, access
     return previous
@@ -181,6 +210,15 @@ class SettingsGuard:
     another thread while no guard is armed in the main thread is restored at exit and on
     exceptions only, and says so). :meth:`restore` is idempotent and may be called from any thread.
     A guard can be recorded again after a restore (e.g. a second ``fit``).
+
+    Example:
+        >>> from zeus_core.settings import Setting, SettingsGuard
+        >>> from zeus_core.testing import simulated_gpu
+        >>> gpu = simulated_gpu("a100")
+        >>> with SettingsGuard([gpu], {Setting.POWER_LIMIT, Setting.SM_CLOCKS}) as guard:
+        ...     guard.set_power_limit(gpu, 250)
+        >>> gpu.get_power_limit()
+        400.0
     """
 
     def __init__(

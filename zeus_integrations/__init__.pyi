@@ -2,6 +2,6 @@
 # zeus_integrations/__init__.py imports each adapter's framework only when its class is first used.
 from zeus_integrations.accelerate import ZeusAccelerateHook as ZeusAccelerateHook
 from zeus_integrations.fabric import ZeusFabricCallback as ZeusFabricCallback
-from zeus_integrations.hf_power_limit import HFGlobalPowerLimitOptimizer as HFGlobalPowerLimitOptimizer
+from zeus_integrations.huggingface import HFGlobalPowerLimitOptimizer as HFGlobalPowerLimitOptimizer
 from zeus_integrations.huggingface import ZeusTrainerCallback as ZeusTrainerCallback
 from zeus_integrations.lightning import ZeusCallback as ZeusCallback

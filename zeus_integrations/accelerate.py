@@ -1,32 +1,14 @@
 """Accelerate adapter: measure a plain ``accelerate`` training loop with one call.
 
-Accelerate has no callback system; the user owns the loop. :func:`attach` hooks the prepared
-model(s) and optimizer(s) once, before the loop, finds every boundary by itself and maps it onto
-a :class:`~zeus_core.training._lifecycle.TrainingLifecycle`:
-
-* a **step** begins at the first training forward pass of an optimizer step (a forward
-  pre-hook on the model) and ends when the wrapped torch optimizer really steps (its
-  ``register_step_post_hook``). Under ``accelerator.accumulate(model)`` the inner optimizer
-  only steps when ``accelerator.sync_gradients`` is true, so one step spans all micro-batches
-  of an accumulation window. A step that the gradient scaler skipped (fp16 overflow) ends at the
-  next training forward pass.
-* an **epoch** ends with the step taken on the last batch of the prepared dataloader
-  (``accelerator.gradient_state.end_of_dataloader``; Accelerate forces that step with its default
-  ``sync_with_dataloader=True``) and the next one begins with the next training forward pass.
-* **training** begins with the first training forward pass and ends when the ``with`` block
-  (or :meth:`ZeusAccelerateHook.end`) ends, also on an exception.
-* forward passes in eval mode (``model.eval()``) open a validation stage (``energy/val/...``)
-  that ends at the next training forward pass (or the end), so evaluation is measured on its own
-  and not counted in training unless ``include_validation=True``.
-
-Results go to ``accelerator.log`` (every tracker the user configured with ``log_with=``) and stay
-on the hook's attributes.
+Accelerate has no callback system, so :func:`attach` hooks the prepared model(s) and optimizer(s)
+once, before the loop, and finds steps, epochs and evaluation by itself (docs/integrations.md
+says how); results go to ``accelerator.log`` and stay on the hook.
 """
 
 from __future__ import annotations
 
 import importlib.util
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence, cast
 
 if importlib.util.find_spec("accelerate") is None:  # pragma: no cover - exercised with accelerate hidden
     raise ModuleNotFoundError(
@@ -35,51 +17,63 @@ if importlib.util.find_spec("accelerate") is None:  # pragma: no cover - exercis
         name="accelerate",
     )
 
+from typing_extensions import Unpack
+
 from zeus_core.callback import TrainingProtocol
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.monitor.energy import ZeusMonitor
 from zeus_core.training._lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
+from zeus_core.training._options import TrainingOptions, ZeusOptimizers, check_options
 
 if TYPE_CHECKING:
     import torch
     from accelerate import Accelerator  # type: ignore[import-untyped]
 
-__all__ = ["ZeusAccelerateHook", "attach"]
+__all__ = ["ZeusAccelerateHook", "AccelerateOptions", "attach"]
+
+
+class AccelerateOptions(TrainingOptions, total=False):
+    """:class:`~zeus_core.training.TrainingOptions` plus what only the Accelerate hook takes.
+
+    Attributes:
+        zeus_optimizers: Training-protocol objects (e.g. a ``GlobalPowerLimitOptimizer``) that
+            receive every event, steps being optimizer steps (the loop's torch optimizers are
+            ``attach``'s third argument).
+        checkpoint: Register the hook with ``accelerator.register_for_checkpointing`` so
+            ``save_state``/``load_state`` carry the totals and the optimizers' decisions (attach
+            before calling ``load_state``). Default ``True``.
+
+    Example:
+        >>> from zeus_integrations.accelerate import AccelerateOptions
+        >>> options: AccelerateOptions = {"checkpoint": False, "log_every_n_steps": 10}
+    """
+
+    zeus_optimizers: ZeusOptimizers
+    checkpoint: bool
 
 
 class ZeusAccelerateHook(LifecycleResults):
     """Measures a plain Accelerate loop; build it with :func:`attach`.
 
-    Metric keys (units in the name), logged with ``accelerator.log`` on the main process and kept
-    on the hook: each epoch ``energy/epoch_j`` (J), ``time/epoch_s`` (s), ``power/avg_w`` (W),
-    ``energy/epoch_<device>_j`` (J; ``rank1_gpu0`` across processes) and each protocol object's
-    ``metrics()``; each evaluation ``energy/val/total_j``, ``time/val/total_s``,
-    ``power/val/avg_w``; every ``log_every_n_steps`` optimizer steps ``energy/step_j``,
-    ``time/step_s``, ``power/step_avg_w``; at the end ``energy/train_j``, ``time/train_s``,
-    ``power/train_avg_w`` and ``energy/train_{gpu,cpu,dram}_j``. Every dictionary has
-    ``simulated`` and ``estimated`` (1.0 or 0.0). Across processes the figures are the job's:
-    energy summed over processes, time the longest; CPU and DRAM are read by each machine's first
-    process only.
+    Logs each epoch's, evaluation's and the run's figures (``energy/epoch_j``, ``energy/val/total_j``,
+    ``energy/train_j``, ...; docs/integrations.md lists them), with the energy insights (J/sample,
+    J/token, forecast, carbon, cost: docs/insights.md), with ``accelerator.log`` on the main
+    process; across processes they are the job's.
 
     Args:
         accelerator: The ``accelerate.Accelerator`` running the loop.
         models: The prepared model, or several (e.g. a GAN's two networks).
-        optimizers: The prepared optimizer, or several.
-        zeus_optimizer: A training-protocol object (e.g. ``GlobalPowerLimitOptimizer``) or a
-            sequence of them; they receive every event, steps being optimizer steps.
-        monitor: The monitor to read; default: one for ``accelerator.device``'s GPU, plus the CPU
-            packages and DRAM (where readable) on each machine's first process.
-        log_every_n_steps: Also measure and log every N-th optimizer step (``None``: never).
-        include_validation: Count eval-mode forward passes in the training windows.
-        checkpoint: Register the hook with ``accelerator.register_for_checkpointing`` so
-            ``save_state``/``load_state`` carry the totals and the optimizers' decisions. Attach
-            before calling ``load_state``.
-        verbose: Show epoch and run summaries on the console (main process).
-        simulate: Simulate this GPU model (``"a40"``, ``"a100"``, ``"h100"``) when no GPU is found.
+        optimizers: The prepared (torch) optimizer, or several.
+        **options: The options every adapter takes (:class:`~zeus_core.training.TrainingOptions`:
+            ``monitor``, ``log_every_n_steps``, ``include_validation``, ``verbose``, ``simulate``,
+            ``insights``; give ``EnergyInsights(total_epochs=...)`` for the forecast, and the run
+            record goes to the accelerator's ``project_dir`` by default), and
+            :class:`AccelerateOptions`: ``zeus_optimizers`` (training-protocol objects, e.g. a
+            ``GlobalPowerLimitOptimizer``) and ``checkpoint``.
 
     Raises:
         ZeusConfigError: No model or optimizer was given, ``log_every_n_steps`` is not positive,
-            or ``zeus_optimizer`` does not implement the training protocol.
+            or ``zeus_optimizers`` does not implement the training protocol.
+        TypeError: An option that does not exist.
 
     Example:
         >>> from accelerate import Accelerator
@@ -102,28 +96,17 @@ class ZeusAccelerateHook(LifecycleResults):
         accelerator: Accelerator,
         models: torch.nn.Module | Sequence[torch.nn.Module],
         optimizers: torch.optim.Optimizer | Sequence[torch.optim.Optimizer],
-        *,
-        zeus_optimizer: TrainingProtocol | Sequence[TrainingProtocol] | None = None,
-        monitor: ZeusMonitor | None = None,
-        log_every_n_steps: int | None = None,
-        include_validation: bool = False,
-        checkpoint: bool = True,
-        verbose: bool = True,
-        simulate: str | None = None,
+        **options: Unpack[AccelerateOptions],
     ) -> None:
+        check_options("attach", options, AccelerateOptions)
         self.models = _as_list(models, "models")
         self.optimizers = _as_list(optimizers, "optimizers")
+        self.checkpoint = options.get("checkpoint", True)
+        common = {k: v for k, v in options.items() if k not in ("checkpoint", "zeus_optimizers")}
         self.lifecycle = TrainingLifecycle(
-            "attach(zeus_optimizer=...)",
-            zeus_optimizer,
-            monitor=monitor,
-            log_every_n_steps=log_every_n_steps,
-            include_validation=include_validation,
-            verbose=verbose,
-            simulate=simulate,
+            "attach", options.get("zeus_optimizers"), **cast(TrainingOptions, common)
         )
         self.accelerator = accelerator
-        self.checkpoint = checkpoint
         self._handles: list[Any] = []
         self._step_open = False
         self._window_done = False  # the open step's last micro-batch has run (sync_gradients was set)
@@ -134,7 +117,7 @@ class ZeusAccelerateHook(LifecycleResults):
     @property
     def zeus_optimizers(self) -> list[TrainingProtocol]:
         """The protocol objects receiving every event."""
-        return self.lifecycle.optimizers
+        return self.lifecycle.zeus_optimizers
 
     @property
     def epoch_metrics(self) -> dict[str, float]:
@@ -150,7 +133,7 @@ class ZeusAccelerateHook(LifecycleResults):
             gpu_indices_of([self.accelerator.device]), rank_on_machine=self.accelerator.local_process_index
         )
         for model in self.models:
-            self._handles.append(model.register_forward_pre_hook(self._before_forward))
+            self._handles.append(model.register_forward_pre_hook(self._before_forward, with_kwargs=True))
         for opt in self.optimizers:
             inner = getattr(opt, "optimizer", opt)  # AcceleratedOptimizer wraps the torch optimizer
             self._handles.append(inner.register_step_post_hook(self._after_optimizer_step))
@@ -198,7 +181,7 @@ class ZeusAccelerateHook(LifecycleResults):
         self.end(failed=exc_type is not None)
 
     # -- hooks ------------------------------------------------------------------------------------------
-    def _before_forward(self, module: torch.nn.Module, args: Any) -> None:
+    def _before_forward(self, module: torch.nn.Module, args: Any, kwargs: Any) -> None:
         if self._ended:
             return
         if not module.training:
@@ -211,10 +194,12 @@ class ZeusAccelerateHook(LifecycleResults):
                 self._close_epoch()
         if not self.lifecycle.training:
             self.lifecycle.begin_train()
+            self.lifecycle.plan(run_dir=getattr(self.accelerator, "project_dir", None))
         self.lifecycle.begin_epoch()
         if not self._step_open:
             self._step_open = True
             self.lifecycle.begin_step()
+        self.lifecycle.count_batch(args=args, kwargs=kwargs)
         # Flags of the micro-batch about to run: accumulate() has set sync_gradients already.
         self._window_done = bool(self.accelerator.sync_gradients)
         self._epoch_done = self._window_done and bool(self.accelerator.gradient_state.end_of_dataloader)
@@ -262,20 +247,33 @@ def attach(
     accelerator: Accelerator,
     models: torch.nn.Module | Sequence[torch.nn.Module],
     optimizers: torch.optim.Optimizer | Sequence[torch.optim.Optimizer],
-    **options: Any,
+    **options: Unpack[AccelerateOptions],
 ) -> ZeusAccelerateHook:
     """Hook Zeus into an Accelerate loop; use the result as a context manager around the loop.
 
     Args:
         accelerator: The ``Accelerator``.
         models: The prepared model(s).
-        optimizers: The prepared optimizer(s).
-        **options: Keyword options of :class:`ZeusAccelerateHook` (``zeus_optimizer``,
-            ``monitor``, ``log_every_n_steps``, ``include_validation``, ``checkpoint``,
-            ``verbose``, ``simulate``).
+        optimizers: The prepared (torch) optimizer(s).
+        **options: The options of :class:`ZeusAccelerateHook` (:class:`AccelerateOptions`).
 
     Returns:
         The attached hook; leaving its ``with`` block (or calling ``end()``) ends training.
+
+    Example:
+        >>> import torch
+        >>> from accelerate import Accelerator
+        >>> from zeus_integrations.accelerate import attach
+        >>> accelerator = Accelerator(cpu=True)
+        >>> model = torch.nn.Linear(2, 1)
+        >>> model, opt = accelerator.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1))
+        >>> with attach(accelerator, model, opt, simulate="a40", verbose=False, checkpoint=False) as zeus:
+        ...     for _ in range(3):
+        ...         model(torch.ones(1, 2)).sum().backward()
+        ...         opt.step()
+        ...         opt.zero_grad()
+        >>> zeus.lifecycle.steps_done, zeus.train_metrics["simulated"]
+        (3, 1.0)
     """
     return ZeusAccelerateHook(accelerator, models, optimizers, **options).attach()
 

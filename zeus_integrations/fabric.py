@@ -1,32 +1,20 @@
 """Lightning Fabric adapter: ``Fabric(callbacks=[ZeusFabricCallback()])`` and ``fabric.call(...)``.
 
-Fabric loops are written by the user; Fabric's own callback mechanism is ``fabric.call(name,
-...)``, which calls the method of that name on every callback that has one. :class:`ZeusFabricCallback`
+Fabric's callbacks are methods that ``fabric.call(name, ...)`` calls by name; :class:`ZeusFabricCallback`
 has methods named like Lightning's hooks and maps them onto a
-:class:`~zeus_core.training._lifecycle.TrainingLifecycle`:
-
-* ``fabric.call("on_train_start", fabric=fabric)`` … ``fabric.call("on_train_end")``: the run
-  (``on_exception`` ends it as failed; a run left open is ended when the callback is collected or
-  the process exits, so protocol objects always get ``on_train_end``);
-* ``on_train_epoch_start`` / ``on_train_epoch_end``: an epoch;
-* ``on_train_batch_start`` / ``on_train_batch_end``: an optimizer step (pass ``steps=k`` to
-  ``on_train_batch_end`` when a batch made k optimizer steps, or ``steps=0`` for an accumulation
-  micro-batch);
-* ``on_validation_start`` / ``on_validation_end`` (also ``on_test_*``, ``on_predict_*``): a stage
-  (``energy/val/...``), excluded from training figures unless ``include_validation=True``.
-
-Results go to ``fabric.log_dict`` (every logger given to ``Fabric(loggers=...)``) and stay on the
-callback. ``fabric.save(path, {"zeus": callback, ...})`` and ``fabric.load`` carry the totals.
+:class:`~zeus_core.training.TrainingLifecycle` (docs/integrations.md lists them). Pass
+``batch=batch`` to ``on_train_batch_end`` for J/sample and J/token (docs/insights.md).
 """
 
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable
 
-from zeus_core.callback import TrainingProtocol
-from zeus_core.monitor.energy import ZeusMonitor
+from typing_extensions import Unpack
+
 from zeus_core.training._lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
+from zeus_core.training._options import TrainingOptions, ZeusOptimizers, check_options
 
 if TYPE_CHECKING:
     from lightning.fabric import Fabric
@@ -37,28 +25,19 @@ __all__ = ["ZeusFabricCallback"]
 class ZeusFabricCallback(LifecycleResults):
     """Measures a Lightning Fabric loop through ``fabric.call(...)``.
 
-    With no ``monitor`` it measures the GPU of ``fabric.device`` and, on each machine's first
-    process (``fabric.local_rank == 0``), CPU packages and DRAM where readable. Across processes
-    the figures are the job's: energy summed over processes, time the longest; every process must
-    make the same ``fabric.call`` calls (they sum over processes with collectives).
-
-    Metric keys (units in the name): each epoch ``energy/epoch_j`` (J), ``time/epoch_s`` (s),
-    ``power/avg_w`` (W), ``energy/epoch_<device>_j`` (J) and each protocol object's ``metrics()``;
-    each stage ``energy/<stage>/total_j``, ``time/<stage>/total_s``, ``power/<stage>/avg_w``;
-    every ``log_every_n_steps`` steps ``energy/step_j``, ``time/step_s``, ``power/step_avg_w``; at
-    the end ``energy/train_j``, ``time/train_s``, ``power/train_avg_w``,
-    ``energy/train_{gpu,cpu,dram}_j``; always ``simulated`` and ``estimated`` (1.0 or 0.0).
+    It measures ``fabric.device``'s GPU (and CPU/DRAM on each machine's first process) and logs the
+    epoch, stage, step and run figures (docs/integrations.md lists the keys) with ``fabric.log_dict``;
+    every process must make the same calls (they sum over processes).
 
     Args:
-        optimizer: A training-protocol object (e.g. ``GlobalPowerLimitOptimizer``) or a sequence.
-        monitor: The monitor to read; default: one built at ``on_train_start`` for this process.
-        log_every_n_steps: Also measure and log every N-th step (``None``: never).
-        include_validation: Count stages inside the training windows.
-        verbose: Show epoch and run summaries on the console (rank zero).
-        simulate: Simulate this GPU model (``"a40"``, ``"a100"``, ``"h100"``) when no GPU is found.
+        zeus_optimizers: A training-protocol object (e.g. ``GlobalPowerLimitOptimizer``) or a sequence.
+        **options: The options every adapter takes (:class:`~zeus_core.training.TrainingOptions`:
+            ``monitor``, ``log_every_n_steps``, ``include_validation``, ``verbose``, ``simulate``,
+            ``insights``; the run record goes to the first logger's ``log_dir`` by default).
 
     Raises:
         ZeusConfigError: A bad optimizer, step count or ``simulate`` name.
+        TypeError: An option that does not exist.
 
     Example:
         >>> from lightning.fabric import Fabric
@@ -77,25 +56,9 @@ class ZeusFabricCallback(LifecycleResults):
         6
     """
 
-    def __init__(
-        self,
-        optimizer: TrainingProtocol | Sequence[TrainingProtocol] | None = None,
-        *,
-        monitor: ZeusMonitor | None = None,
-        log_every_n_steps: int | None = None,
-        include_validation: bool = False,
-        verbose: bool = True,
-        simulate: str | None = None,
-    ) -> None:
-        self.lifecycle = TrainingLifecycle(
-            "ZeusFabricCallback",
-            optimizer,
-            monitor=monitor,
-            log_every_n_steps=log_every_n_steps,
-            include_validation=include_validation,
-            verbose=verbose,
-            simulate=simulate,
-        )
+    def __init__(self, zeus_optimizers: ZeusOptimizers = None, **options: Unpack[TrainingOptions]) -> None:
+        check_options("ZeusFabricCallback", options, TrainingOptions)
+        self.lifecycle = TrainingLifecycle("ZeusFabricCallback", zeus_optimizers, **options)
         self._fabric: Callable[[], Fabric | None] = lambda: None
         self._step_open = False
 
@@ -123,6 +86,8 @@ class ZeusFabricCallback(LifecycleResults):
         self.setup(fabric)
         self._step_open = False
         self.lifecycle.begin_train()
+        loggers = getattr(self._fabric(), "loggers", None) or [None]
+        self.lifecycle.plan(run_dir=getattr(loggers[0], "log_dir", None))
 
     def on_train_epoch_start(self) -> None:
         """An epoch begins."""
@@ -134,8 +99,13 @@ class ZeusFabricCallback(LifecycleResults):
             self._step_open = True
             self.lifecycle.begin_step()
 
-    def on_train_batch_end(self, steps: int = 1) -> None:
-        """A batch ended after ``steps`` optimizer steps (``0``: a micro-batch of an accumulation)."""
+    def on_train_batch_end(self, steps: int = 1, batch: Any = None) -> None:
+        """A batch ended after ``steps`` optimizer steps (``0``: a micro-batch of an accumulation).
+
+        Pass the ``batch`` to count its samples and tokens (J/sample, J/token).
+        """
+        if batch is not None:
+            self.lifecycle.count_batch(batch)
         if self._step_open and steps > 0:
             self._step_open = False
             self._log(self.lifecycle.end_step(steps))

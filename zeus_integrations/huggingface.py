@@ -1,52 +1,26 @@
 """Hugging Face adapter: :class:`ZeusTrainerCallback` for ``transformers.Trainer`` and TRL's ``SFTTrainer``.
 
-The callback maps Trainer events onto a :class:`~zeus_core.training._lifecycle.TrainingLifecycle`
-(measurement, checkpoint state and failure handling live there) using only Transformers' own
-callback mechanism and a PyTorch forward pre-hook on the model it is given:
-
-* ``on_train_begin`` / ``on_epoch_*`` / ``on_step_*`` / the Trainer's summary log or
-  ``on_train_end``: the run, its epochs and optimizer steps.
-* Evaluation and prediction (inside ``train()`` and from ``trainer.evaluate()`` /
-  ``trainer.predict()``): a stage window opens when the Trainer decides to evaluate, or at the
-  model's first forward pass in eval mode, and closes at ``on_evaluate`` (``energy/val/...``) or
-  ``on_predict`` (``energy/predict/...``); training figures exclude it unless
-  ``include_validation=True``.
-* Failures: Transformers calls no hook when ``train()`` raises. The run stays open until the next
-  ``train()`` begins, the callback is garbage-collected, or the interpreter exits; each of these
-  ends it as failed, so protocol objects get ``on_train_end`` (a power-limit optimizer restores
-  the GPUs there). A process killed by a signal it does not handle runs no Python code; objects
-  that change GPU settings keep their own signal/atexit restore for that.
-
-Where entries go. Each entry (epoch, step, stage, total) is appended to ``state.log_history`` with
-the Trainer's ``epoch`` and ``step``; the totals are also added to the metrics ``trainer.train()``
-returns, and stage figures to what ``evaluate()`` / ``predict()`` return. Transformers calls
-``report_to`` integrations (TensorBoard, W&B, ...) before user callbacks and passes no trainer to
-callbacks, so to reach those integrations too, bind the callback with
-:meth:`ZeusTrainerCallback.attach` (then entries are logged with ``Trainer.log``).
-
-Batch-size optimizer. The Trainer evaluates *after* ``on_epoch_end`` (with
-``eval_strategy="epoch"``), so the callback holds each epoch's figures until ``on_evaluate`` brings
-that epoch's metrics, then reports both and sets ``control.should_training_stop`` when the server
-says stop. With any other evaluation schedule it reports at ``on_epoch_end`` with the latest
-evaluation's metrics.
+The callback maps Trainer events onto a :class:`~zeus_core.training.TrainingLifecycle` using only
+Transformers' callback mechanism and a forward pre-hook on the model; docs/integrations.md
+describes where each entry goes, failures, checkpoints and the batch-size trial.
 """
 
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable
 
-from zeus_core import console, distributed
+from zeus_core import _distributed as distributed
+from zeus_core import console
 from zeus_core.callback import TrainingProtocol
-from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
+from zeus_core.optimizer.power_limit import GlobalPowerLimitOptimizer
 from zeus_core.training._lifecycle import LifecycleResults, TrainingLifecycle, gpu_indices_of
-from zeus_core.training._trial_reporter import trial_reporter
+from zeus_core.training._options import TrialOptions, ZeusOptimizers
 
 try:
     from transformers.trainer_callback import ExportableState, TrainerCallback, TrainerControl, TrainerState
     from transformers.training_args import TrainingArguments
-    from typing_extensions import override
+    from typing_extensions import Unpack, override
 except ModuleNotFoundError as _missing:  # pragma: no cover - exercised in a subprocess test
     if (_missing.name or "").split(".")[0] not in {
         "transformers",
@@ -64,7 +38,7 @@ except ModuleNotFoundError as _missing:  # pragma: no cover - exercised in a sub
 if TYPE_CHECKING:
     from transformers import Trainer
 
-__all__ = ["ZeusTrainerCallback"]
+__all__ = ["ZeusTrainerCallback", "HFGlobalPowerLimitOptimizer"]
 
 
 _SUMMARY_KEYS = frozenset({"train_runtime", "train_loss"})  # only in the Trainer's end-of-training log
@@ -73,53 +47,28 @@ _SUMMARY_KEYS = frozenset({"train_runtime", "train_loss"})  # only in the Traine
 class ZeusTrainerCallback(TrainerCallback, ExportableState, LifecycleResults):
     """Measures time and energy of a Hugging Face ``Trainer`` / TRL ``SFTTrainer`` run.
 
-    With no arguments it measures the GPUs this process trains on (``args.device`` plus every GPU
-    in the model's ``hf_device_map``) and, on local rank 0 only, CPU packages and DRAM where RAPL
-    is readable (so ``torchrun`` counts them once per machine). Steps are optimizer steps, so
-    under ``gradient_accumulation_steps=k`` a protocol object sees one step per k micro-batches.
-    Under torchrun / ``accelerate launch`` every rank measures its own GPUs and the logged energy
-    is the job's sum. Pass it in ``callbacks=[...]`` or add it with ``trainer.add_callback(...)``;
-    :meth:`attach` also sends its entries to ``report_to`` integrations.
-
-    Metric keys:
-        * per epoch: ``energy/epoch_j`` (J), ``time/epoch_s`` (s), ``power/avg_w`` (W), per device
-          ``energy/epoch_gpu0_j`` ... (J; ``energy/epoch_rank1_gpu0_j`` under several ranks), and
-          each protocol object's ``metrics()`` (e.g. ``power/limit_w``);
-        * per evaluation / prediction: ``energy/val/total_j`` / ``energy/predict/total_j`` (J),
-          ``time/<stage>/total_s`` (s), ``power/<stage>/avg_w`` (W), ``energy/<stage>/gpu0_j``;
-        * every ``log_every_n_steps`` optimizer steps: ``energy/step_j`` (J), ``time/step_s`` (s),
-          ``power/step_avg_w`` (W);
-        * at the end of training, also added to the metrics ``trainer.train()`` returns:
-          ``energy/train_j``, ``energy/train_gpu_j``, ``energy/train_cpu_j``, ``energy/train_dram_j``
-          (J), ``time/train_s`` (s), ``power/train_avg_w`` (W);
-        * in every entry: ``simulated`` (1.0 when a simulated device was measured) and
-          ``estimated`` (1.0 when some GPU energy was integrated from sampled power).
-
-    Checkpoints: the totals so far, the epoch history and each protocol object's ``state_dict()``
-    are saved in the checkpoint's ``trainer_state.json`` (``ExportableState``) and restored when
-    training resumes from it (also mid-epoch). Keep Transformers'
-    ``restore_callback_states_from_checkpoint`` at its default (False).
+    It measures the GPUs this process trains on (and CPU/DRAM on each machine's first process) and
+    appends each epoch's, stage's and the run's figures (``energy/epoch_j``, ``energy/train_j``, ...;
+    docs/integrations.md lists them), with the energy insights (J/sample, J/token from the training
+    batches' ``input_ids``, forecast, carbon, cost: docs/insights.md), to ``state.log_history`` and
+    the metrics ``train()`` returns. Steps are optimizer steps; the totals survive checkpoints.
+    :meth:`attach` also sends the entries to ``report_to`` integrations.
 
     Args:
-        optimizer: A protocol object (``on_train_begin`` ... ``on_train_end``), e.g. a
+        zeus_optimizers: A protocol object (``on_train_begin`` ... ``on_train_end``), e.g. a
             ``GlobalPowerLimitOptimizer``, or a sequence of them. Each receives every event.
-        monitor: The monitor to measure with (e.g. the one a power-limit optimizer also uses).
-            ``None``: one is built for this process's GPUs when training (or evaluation) begins.
-        log_every_n_steps: Also measure and log every N-th optimizer step (``None``: no step entries).
-        include_validation: Count evaluation time inside the training and epoch windows.
-        batch_size_optimizer: A :class:`~zeus_core.BatchSizeOptimizer` whose trial chose this run's
-            batch size (``bso.get_batch_size()`` before building the Trainer). Every epoch is
-            reported with the metric ``metric_name``; when the server says stop training stops,
-            and its end reports the trial's result (a failed ``train()`` abandons the trial).
-        metric_name: The evaluation metric the job's target is for, as the Trainer names it
-            (e.g. ``"eval_accuracy"``); required with ``batch_size_optimizer``.
-        verbose: Show epoch and run summaries on the console (rank zero).
-        simulate: Simulate this GPU model (``"a40"``, ``"a100"``, ``"h100"``) when no GPU is found.
+        **options: The options every adapter takes (:class:`~zeus_core.training.TrainingOptions`:
+            ``monitor``, ``log_every_n_steps``, ``include_validation``, ``verbose``, ``simulate``,
+            ``insights``; the run record goes to ``args.output_dir`` by default) and a batch-size
+            trial's (:class:`~zeus_core.training.TrialOptions`: ``batch_size_optimizer``,
+            ``metric_name`` as the Trainer names it, e.g. ``"eval_accuracy"``); a failed
+            ``train()`` abandons the trial.
 
     Raises:
-        ZeusConfigError: ``optimizer`` does not implement the protocol, ``log_every_n_steps`` < 1,
-            ``simulate`` names no known GPU, or ``batch_size_optimizer`` comes without
+        ZeusConfigError: ``zeus_optimizers`` does not implement the protocol, ``log_every_n_steps``
+            < 1, ``simulate`` names no known GPU, or ``batch_size_optimizer`` comes without
             ``metric_name`` (or the reverse).
+        TypeError: An option that does not exist.
 
     Example:
         >>> from transformers import Trainer, TrainingArguments  # doctest: +SKIP
@@ -130,28 +79,8 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState, LifecycleResults):
         >>> result.metrics["energy/train_j"], zeus.epoch_history[0]["energy/epoch_j"]  # doctest: +SKIP
     """
 
-    def __init__(
-        self,
-        optimizer: TrainingProtocol | Sequence[TrainingProtocol] | None = None,
-        *,
-        monitor: ZeusMonitor | None = None,
-        log_every_n_steps: int | None = None,
-        include_validation: bool = False,
-        batch_size_optimizer: BatchSizeOptimizer | None = None,
-        metric_name: str | None = None,
-        verbose: bool = True,
-        simulate: str | None = None,
-    ) -> None:
-        self.lifecycle = TrainingLifecycle(
-            "ZeusTrainerCallback",
-            optimizer,
-            monitor=monitor,
-            log_every_n_steps=log_every_n_steps,
-            include_validation=include_validation,
-            verbose=verbose,
-            simulate=simulate,
-            trial_reporter=trial_reporter("ZeusTrainerCallback", batch_size_optimizer, metric_name),
-        )
+    def __init__(self, zeus_optimizers: ZeusOptimizers = None, **options: Unpack[TrialOptions]) -> None:
+        self.lifecycle = TrainingLifecycle(type(self).__name__, zeus_optimizers, **options)
         self._trainer_ref: Callable[[], Trainer | None] = lambda: None
         self._hooked: Callable[[], Any] = lambda: None  # the model carrying our forward pre-hook
         self._hook: Any = None
@@ -163,9 +92,9 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState, LifecycleResults):
 
     # -- results ----------------------------------------------------------------------------------
     @property
-    def optimizers(self) -> list[TrainingProtocol]:
+    def zeus_optimizers(self) -> list[TrainingProtocol]:
         """The protocol objects receiving every event."""
-        return self.lifecycle.optimizers
+        return self.lifecycle.zeus_optimizers
 
     # -- binding to a trainer ------------------------------------------------------------------
     def attach(self, trainer: Trainer) -> ZeusTrainerCallback:
@@ -193,12 +122,14 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState, LifecycleResults):
             self._hook.remove()
         me = weakref.ref(self)
 
-        def before_forward(module: Any, inputs: Any) -> None:
+        def before_forward(module: Any, args: Any, kwargs: Any) -> None:
             cb = me()
             if cb is not None and not module.training:
                 cb._begin_stage()
+            elif cb is not None:
+                cb.lifecycle.count_batch(args=args, kwargs=kwargs)  # samples and tokens of a micro-batch
 
-        self._hook = model.register_forward_pre_hook(before_forward)
+        self._hook = model.register_forward_pre_hook(before_forward, with_kwargs=True)
         self._hooked = weakref.ref(model)
 
     def _setup(self, args: TrainingArguments, model: Any) -> None:
@@ -234,6 +165,7 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState, LifecycleResults):
         self._snapshot, self._unreported_epoch, self._last_eval = None, None, {}
         self._warn_unbound_integrations(args)
         self.lifecycle.begin_train()
+        self.lifecycle.plan(state.num_train_epochs, state.max_steps, args.output_dir)
 
     @override
     def on_epoch_begin(
@@ -283,13 +215,9 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState, LifecycleResults):
 
     @override
     def on_evaluate(
-        self,
-        args: TrainingArguments,
-        state: TrainerState,
-        control: TrainerControl,
-        metrics: dict[str, float] | None = None,
-        **kwargs: Any,
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
+        metrics: dict[str, float] | None = kwargs.get("metrics")  # what trainer.evaluate() returns
         stage = self._end_stage("val", state)
         if metrics is not None:
             self._last_eval = dict(metrics)
@@ -312,13 +240,9 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState, LifecycleResults):
 
     @override
     def on_log(
-        self,
-        args: TrainingArguments,
-        state: TrainerState,
-        control: TrainerControl,
-        logs: dict[str, float] | None = None,
-        **kwargs: Any,
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
     ) -> None:
+        logs: dict[str, float] | None = kwargs.get("logs")  # the entry being logged
         if logs is not None and self.lifecycle.training and _SUMMARY_KEYS <= logs.keys():
             totals = self._finish()
             self._publish(totals, state)
@@ -432,3 +356,29 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState, LifecycleResults):
                 f"ZeusTrainerCallback: energy entries go to state.log_history; to send them to report_to "
                 f"{integrations} as well, bind the callback with ZeusTrainerCallback(...).attach(trainer).",
             )
+
+
+class HFGlobalPowerLimitOptimizer(ZeusTrainerCallback):
+    """Zeus's name for the power-limit optimizer as a ``Trainer`` callback (for code written for Zeus).
+
+    ``HFGlobalPowerLimitOptimizer(monitor, ...)`` is a :class:`ZeusTrainerCallback` driving a
+    :class:`~zeus_core.optimizer.power_limit.GlobalPowerLimitOptimizer` built from the same
+    arguments, measuring with that optimizer's monitor; the optimizer's ``metrics()``
+    (``power/limit_w``) join every epoch entry. When ``train()`` raises, Transformers calls no
+    callback: the optimizer's own exit and signal handlers restore the limits.
+
+    Args:
+        *args: The arguments of :class:`~zeus_core.optimizer.power_limit.GlobalPowerLimitOptimizer`
+            (``monitor``, ``optimum_selector``, ``wait_steps``, ...), as in Zeus.
+        **kwargs: Its keyword arguments.
+
+    Attributes:
+        optimizer: The :class:`~zeus_core.optimizer.power_limit.GlobalPowerLimitOptimizer`.
+
+    Example:
+        >>> trainer = Trainer(model, args, callbacks=[HFGlobalPowerLimitOptimizer(monitor)])  # doctest: +SKIP
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.optimizer = GlobalPowerLimitOptimizer(*args, **kwargs)
+        super().__init__(self.optimizer, monitor=self.optimizer.monitor)

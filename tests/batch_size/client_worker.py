@@ -17,8 +17,8 @@ def main() -> int:
     import torch.distributed as dist
 
     from zeus_core.exceptions import ZeusError
-    from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
-    from zeus_core.optimizer.batch_size.spec import JobSpec
+    from zeus_core.optimizer.batch_size._client import BatchSizeOptimizer
+    from zeus_core.optimizer.batch_size._spec import JobSpec
 
     dist.init_process_group("gloo")
     rank = dist.get_rank()

@@ -24,8 +24,8 @@ import httpx
 import pytest
 import uvicorn
 
-from zeus_core.optimizer.batch_size.db import Base, Database
-from zeus_core.optimizer.batch_size.spec import JobSpec
+from zeus_core.optimizer.batch_size._db import Base, Database
+from zeus_core.optimizer.batch_size._spec import JobSpec
 
 POSTGRES_ENV = "ZEUS_TEST_POSTGRES_URL"
 REPO_ROOT = Path(__file__).resolve().parents[2]

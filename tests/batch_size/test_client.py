@@ -13,8 +13,8 @@ import pytest
 
 from tests.batch_size.server_harness import REPO_ROOT, ThreadServer, db_url, free_port, make_spec  # noqa: F401
 from zeus_core.exceptions import ZeusConfigError, ZeusPermissionError
-from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer, ZeusServerError
-from zeus_core.optimizer.batch_size.server import create_app
+from zeus_core.optimizer.batch_size._client import BatchSizeOptimizer, ZeusServerError
+from zeus_core.optimizer.batch_size._server import create_app
 
 SPEC = make_spec(max_epochs=5)
 TOKEN = "test-token-0123456789abcdef"
@@ -32,10 +32,12 @@ def sqlite_server(tmp_path: Path) -> Iterator[ThreadServer]:
         yield s
 
 
-def test_training_loop_protocol(server: ThreadServer) -> None:
+def test_training_loop_protocol(server: ThreadServer, capsys: pytest.CaptureFixture[str]) -> None:
     with BatchSizeOptimizer(server.url, SPEC) as bso:
         assert bso.trial_number is None
         assert bso.get_batch_size() == 128  # registers the job, starts trial 1 at the default
+        assert bso.last_budget is not None and bso.last_budget["default_recurrence_cost_j"] is None
+        assert "trial 1: batch size 128 (pruning); cost so far 0 J" in capsys.readouterr().err
         assert bso.get_batch_size() == 128 and bso.trial_number == 1  # cached while it runs
         assert bso.on_epoch_end(1, time_s=10.0, energy_j=2000.0, metric=0.5) is False
         assert bso.on_epoch_end(2, time_s=20.0, energy_j=4000.0, metric=0.95) is True
@@ -45,13 +47,24 @@ def test_training_loop_protocol(server: ThreadServer) -> None:
         assert stored["recorded"] is False and stored["status"] == "converged" and stored["time_s"] == 20.0
 
         assert bso.get_batch_size() == 64 and bso.trial_number == 2  # the next recurrence: a new trial
+        # Where the job stands against its default: one recurrence, measured at the default.
+        default_cost = 0.5 * 4000.0 + 0.5 * 300.0 * 20.0
+        assert bso.last_budget["cost_j"] == pytest.approx(default_cost)
+        assert bso.last_budget["default_cost_j"] == pytest.approx(default_cost)
+        assert bso.last_budget["remaining_j"] == pytest.approx(0.0) and bso.last_budget["slack"] == 0.0
+        printed = capsys.readouterr().err
+        assert "trial 2: batch size 64 (pruning)" in printed and "exploration budget left 0 J" in printed
         out = bso.report(time_s=5.0, energy_j=700.0, metric=0.2, converged=False)
         assert out["recorded"] is True and out["status"] == "failed"
         with pytest.raises(ZeusConfigError, match="no trial is running; call get_batch_size"):
             bso.report(time_s=5.0, energy_j=700.0, converged=False)
 
         state = bso.job_state()
+        budget = bso.budget()
     assert [t["status"] for t in state["trials"]] == ["converged", "failed"]
+    # The failed exploration is charged: the job is now over its default by that trial's cost.
+    assert budget == state["budget"]
+    assert budget["remaining_j"] == pytest.approx(-(0.5 * 700.0 + 0.5 * 300.0 * 5.0))
     assert state["bandit"]["num_observations"] == 2
     assert bso.register() is False  # closed clients reopen; the job is already there
 

@@ -17,8 +17,8 @@ import pytest
 
 from tests.batch_size.server_harness import REPO_ROOT, FakeClock, ThreadServer, clock, db_url, make_spec  # noqa: F401
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
-from zeus_core.optimizer.batch_size.server import create_app
+from zeus_core.optimizer.batch_size._client import BatchSizeOptimizer
+from zeus_core.optimizer.batch_size._server import create_app
 
 SPEC = make_spec()
 
@@ -113,7 +113,7 @@ def test_timeouts_are_validated(tmp_path: Path) -> None:
 _DYING_CLIENT = """
 import sys, time
 from tests.batch_size.server_harness import make_spec
-from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
+from zeus_core.optimizer.batch_size._client import BatchSizeOptimizer
 bso = BatchSizeOptimizer(sys.argv[1], make_spec())
 bso.get_batch_size()
 bso.on_epoch_end(1, time_s=10.0, energy_j=3000.0, metric=0.3)

@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from tests.batch_size.server_harness import FakeClock, ThreadServer, clock, cost, db_url, make_spec  # noqa: F401
-from zeus_core.optimizer.batch_size.bandit import BatchSizeBandit, Observation
-from zeus_core.optimizer.batch_size.server import create_app
+from zeus_core.optimizer.batch_size._bandit import BatchSizeBandit, Observation
+from zeus_core.optimizer.batch_size._server import create_app
 
 SPEC = make_spec()
 
@@ -261,7 +261,10 @@ def test_bandit_over_http_matches_the_bandit_rebuilt_locally(http: httpx.Client)
         converged = b != 32
         _result(http, n, 0.0, energy, converged)
         observations.append(Observation(b, cost(SPEC, 0.0, energy), converged))
-    assert _summary_of_the_local_bandit(http, observations)["phase"] == "thompson"
+    summary = _summary_of_the_local_bandit(http, observations)
+    # The default's neighbours were tried; 32, predicted costlier still, never fitted the budget.
+    assert {o.batch_size for o in observations} == {64, 128, 256}
+    assert summary["budget"]["measured_recurrences"] >= 1 and summary["budget"]["slack"] == 0.0
 
 
 def _trial_as_the_local_bandit_chooses(http: httpx.Client, n: int, observations: list[Observation]) -> int:
@@ -295,3 +298,25 @@ def test_epochs_reported_per_epoch_reach_the_bandit(http: httpx.Client) -> None:
     summary = _summary_of_the_local_bandit(http, observations)
     without_epochs = [Observation(o.batch_size, o.cost, True) for o in observations]
     assert summary != json.loads(json.dumps(BatchSizeBandit(SPEC, without_epochs).summary()))
+
+
+def test_a_restarted_server_keeps_the_budget(db_url: str) -> None:
+    """Stop the server and start another on the same database: same budget, same conservative choice."""
+    observations: list[Observation] = []
+    costs = {128: 4000.0, 64: 5000.0, 256: 4500.0}
+    with ThreadServer(create_app(db_url)) as server, httpx.Client(base_url=server.url, timeout=30) as http:
+        _register(http)
+        for n in range(1, 4):
+            b = _trial_as_the_local_bandit_chooses(http, n, observations)
+            _result(http, n, 0.0, 2 * costs[b], True)  # time 0: cost = eta × energy
+            observations.append(Observation(b, costs[b], True))
+        assert [o.batch_size for o in observations] == [128, 64, 256]  # the default, its neighbours
+        before = http.get("/jobs/job/budget").json()
+    # 1,000 J and 500 J over the default's 4,000 J: 32 (predicted 6,250 J) does not fit.
+    assert before["remaining_j"] == pytest.approx(-1500.0) and before["measured_recurrences"] == 1
+    with ThreadServer(create_app(db_url)) as server, httpx.Client(base_url=server.url, timeout=30) as http:
+        assert http.get("/jobs/job/budget").json() == before
+        assert http.get("/jobs/job").json()["budget"] == before
+        trial = _trial(http)
+        assert trial["batch_size"] == 128 and trial["budget"] == before  # the safe arm, not 32
+        assert trial["batch_size"] == BatchSizeBandit(SPEC, observations).next_batch_size(4)

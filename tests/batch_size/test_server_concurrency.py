@@ -8,8 +8,8 @@ import time
 import httpx
 
 from tests.batch_size.server_harness import SubprocessServer, ThreadServer, db_url, make_spec, run_threads  # noqa: F401
-from zeus_core.optimizer.batch_size.bandit import BatchSizeBandit, Observation
-from zeus_core.optimizer.batch_size.server import create_app
+from zeus_core.optimizer.batch_size._bandit import BatchSizeBandit, Observation
+from zeus_core.optimizer.batch_size._server import create_app
 
 N_TRIALS = 40
 

@@ -14,8 +14,8 @@ import pytest
 from tests.batch_size.server_harness import SubprocessServer, ThreadServer, db_url, make_spec  # noqa: F401
 from zeus_core._cli import main as cli_main
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
-from zeus_core.optimizer.batch_size.server import create_app
+from zeus_core.optimizer.batch_size._client import BatchSizeOptimizer
+from zeus_core.optimizer.batch_size._server import create_app
 
 SPEC = make_spec()
 TOKEN = "0123456789abcdef0123"

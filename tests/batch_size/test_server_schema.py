@@ -11,11 +11,11 @@ from sqlalchemy import text
 from tests.batch_size.server_harness import db_url, free_port  # noqa: F401
 from zeus_core._cli import main as cli_main
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.batch_size import db as dbmod
-from zeus_core.optimizer.batch_size.api_models import JobSpecModel
-from zeus_core.optimizer.batch_size.db import Database, normalize_url
-from zeus_core.optimizer.batch_size.server_cli import is_loopback
-from zeus_core.optimizer.batch_size.spec import JobSpec
+from zeus_core.optimizer.batch_size import _db as dbmod
+from zeus_core.optimizer.batch_size._api_models import JobSpecModel
+from zeus_core.optimizer.batch_size._cli_bso_server import is_loopback
+from zeus_core.optimizer.batch_size._db import Database, normalize_url
+from zeus_core.optimizer.batch_size._spec import JobSpec
 
 
 def _run(coro: Any) -> Any:

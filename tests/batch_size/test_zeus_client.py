@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests.batch_size.server_harness import ThreadServer
-from zeus_core.optimizer.batch_size.server import create_app
+from zeus_core.optimizer.batch_size._server import create_app
 from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML
 
 pytest.importorskip("zeus.optimizer.batch_size.client", reason="needs zeus==0.16 (the published client)")

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from zeus_core.device.base import CPU, CpuEnergy
+from zeus_core.device._base import CPU, CpuEnergy
 from zeus_core.monitor._cli_measure import render_report
-from zeus_core.monitor.measurement import Measurement
+from zeus_core.monitor._measurement import Measurement
 from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
 
 ZEUS = [sys.executable, "-m", "zeus_core._cli"]

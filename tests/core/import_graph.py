@@ -83,7 +83,7 @@ class _ImportCollector(ast.NodeVisitor):
 
     def _record(self, node: ast.Import | ast.ImportFrom) -> None:
         for target in dict.fromkeys(self._targets(node)):
-            # `import zeus_core.device.base` names the module itself; keep the longest known prefix.
+            # `import zeus_core.device._base` names the module itself; keep the longest known prefix.
             parts = target.split(".")
             while parts and ".".join(parts) not in self.known:
                 parts.pop()
@@ -229,3 +229,60 @@ def private_imports(edges: list[ImportEdge]) -> list[ImportEdge]:
         if not any(edge.importer == u or edge.importer.startswith(u + ".") for u in users):
             offending.append(edge)
     return offending
+
+
+def imported_modules(tree: ast.AST) -> list[tuple[str, int]]:
+    """Every absolute module an ``import`` or ``from … import`` in ``tree`` names, with its line.
+
+    ``from package import name`` gives ``package.name`` too (``name`` may be a submodule), so a
+    check for a module prefix sees both forms.
+    """
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.module, node.lineno))
+            found.extend((f"{node.module}.{alias.name}", node.lineno) for alias in node.names)
+    return found
+
+
+def torch_patches(tree: ast.AST) -> list[int]:
+    """Lines that assign to an attribute of ``torch`` (or of a name imported from it), or ``setattr`` one.
+
+    Replacing ``torch.zeros`` or ``Tensor.cuda`` from an installed package changes every user's
+    process; these are the lines that would do it.
+    """
+    bound = {"torch"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            bound.update(
+                a.asname or a.name.split(".")[0] for a in node.names if a.name.split(".")[0] == "torch"
+            )
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
+            bound.update(a.asname or a.name for a in node.names)
+
+    def rooted_in_torch(target: ast.expr) -> bool:
+        if not isinstance(target, ast.Attribute):
+            return False
+        root: ast.expr = target
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        return isinstance(root, ast.Name) and root.id in bound
+
+    lines = []
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
+            if node.args and isinstance(node.args[0], (ast.Name, ast.Attribute)):
+                first = node.args[0]
+                targets = [
+                    first if isinstance(first, ast.Attribute) else ast.Attribute(first, "_", ast.Load())
+                ]
+        if any(rooted_in_torch(t) for t in targets):
+            lines.append(node.lineno)
+    return lines

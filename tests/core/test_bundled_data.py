@@ -13,8 +13,8 @@ import tomllib
 from tests.conftest import REPO_ROOT
 from zeus_core import data
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
-from zeus_core.simulate.traces import default_trace_dir, load_nsdi23_traces
+from zeus_core.optimizer.pipeline_frequency import InstructionProfile
+from zeus_core.simulate._traces import default_trace_dir, load_nsdi23_traces
 from zeus_core.testing import physical_instruction_profile
 
 

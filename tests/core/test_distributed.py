@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import torchrun_command
-from zeus_core import distributed
-from zeus_core.monitor.measurement import Measurement
+from zeus_core import _distributed as distributed
+from zeus_core.monitor._measurement import Measurement
 
 SCRIPT = Path(__file__).parent / "scripts" / "ddp_tracker.py"
 

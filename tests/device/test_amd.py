@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from tests.fakes.fake_amdsmi import AmdSmiLibraryException, FakeAMDSMI, FakeAMDSpec
-from zeus_core.device import amd
-from zeus_core.device.amd import AMDGPU, amd_gpus, probe_amd
+from zeus_core.device import _amd as amd
+from zeus_core.device._amd import AMDGPU, amd_gpus, probe_amd
 from zeus_core.exceptions import (
     ZeusConfigError,
     ZeusDeviceError,
@@ -16,8 +16,8 @@ from zeus_core.exceptions import (
     ZeusNotSupportedError,
     ZeusPermissionError,
 )
-from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.testing._fake_nvml import VirtualClock
+from zeus_core.monitor._energy import ZeusMonitor
+from zeus_core.testing import VirtualClock
 
 
 @pytest.fixture(autouse=True)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from tests.fakes.fake_amdsmi import FakeAMDSMI, FakeAMDSpec
-from zeus_core.device import rapl
-from zeus_core.device.discovery import discover, get_cpus, get_gpus, parse_visible_devices
+from zeus_core.device import _rapl as rapl
+from zeus_core.device._discovery import discover, get_cpus, get_gpus, parse_visible_devices
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceNotFoundError, ZeusPermissionError
 from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML
 

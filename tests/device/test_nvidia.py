@@ -10,7 +10,7 @@ from pathlib import Path
 import pynvml
 import pytest
 
-from zeus_core.device.nvidia import NVIDIAGPU, _translate, nvidia_gpus, probe_nvidia
+from zeus_core.device._nvidia import NVIDIAGPU, _translate, nvidia_gpus, probe_nvidia
 from zeus_core.exceptions import (
     ZeusConfigError,
     ZeusDeviceError,
@@ -18,8 +18,8 @@ from zeus_core.exceptions import (
     ZeusNotSupportedError,
     ZeusPermissionError,
 )
-from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML, VirtualClock
+from zeus_core.monitor._energy import ZeusMonitor
+from zeus_core.testing import FakeGPUSpec, FakeNVML, VirtualClock
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -317,8 +317,8 @@ def test_monitor_estimates_energy_on_pre_volta(monkeypatch: pytest.MonkeyPatch) 
 def test_hot_path_measurement_is_the_same_frozen_dataclass() -> None:
     from dataclasses import FrozenInstanceError
 
-    from zeus_core.monitor.energy import _new_measurement
-    from zeus_core.monitor.measurement import Measurement
+    from zeus_core.monitor._measurement import Measurement
+    from zeus_core.monitor._measurement import new_measurement as _new_measurement
 
     args = (2.0, {0: 10.0, 1: 20.0}, {0: 4.0}, {0: 1.0}, frozenset({1}), True, frozenset({0}))
     fast, slow = _new_measurement(*args), Measurement(*args)

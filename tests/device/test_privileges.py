@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import zeus_core.device.privileges as privileges
+import zeus_core.device._privileges as privileges
 
 # conftest.py replaces the module attribute for the fakes; the real function is kept here.
-from zeus_core.device.privileges import has_admin_rights as real_has_admin_rights
+from zeus_core.device._privileges import has_admin_rights as real_has_admin_rights
 
 
 def status(tmp_path: Path, cap_eff: str) -> Path:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from zeus_core.device.rapl import RaplCPU, rapl_cpus
+from zeus_core.device._rapl import RaplCPU, rapl_cpus
 from zeus_core.exceptions import ZeusDeviceError, ZeusPermissionError
-from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.monitor._energy import ZeusMonitor
 
 RANGE_UJ = 1_000_000  # a 1 J counter range keeps wraparound arithmetic readable
 

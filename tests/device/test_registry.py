@@ -12,8 +12,8 @@ import pytest
 from tests.fakes.clock_cpu import ClockCPU
 from tests.fakes.fake_amdsmi import FakeAMDSMI, FakeAMDSpec
 from zeus_core.device import CPU, GPU, Device, Unavailable, register_gpu_vendor, unregister_gpu_vendor
-from zeus_core.device.discovery import discover, get_gpus
-from zeus_core.device.registry import gpu_vendors
+from zeus_core.device._discovery import discover, get_gpus
+from zeus_core.device._registry import gpu_vendors
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
 from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML
@@ -104,9 +104,9 @@ def test_vendors_without_gpus_explain_why(monkeypatch: pytest.MonkeyPatch, tmp_p
 def test_a_probe_reference_is_imported_only_when_discovery_runs() -> None:
     code = (
         "import sys\n"
-        "import zeus_core.device.registry as r\n"
+        "import zeus_core.device._registry as r\n"
         "r.register_gpu_vendor('acme', 'tests.fakes.fake_amdsmi:no_such_probe')\n"
-        "assert 'zeus_core.device.nvidia' not in sys.modules, 'registering imported a vendor'\n"
+        "assert 'zeus_core.device._nvidia' not in sys.modules, 'registering imported a vendor'\n"
         "assert 'tests.fakes.fake_amdsmi' not in sys.modules\n"
         "try:\n"
         "    r.gpu_vendors()[-1].load_probe()\n"

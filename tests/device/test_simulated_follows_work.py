@@ -13,11 +13,11 @@ import pytest
 from tests.conftest import REPO_ROOT
 from tests.fakes.fake_amdsmi import FakeAMDSMI
 from zeus_core import PhysicalModel, SimulatedGPU, VirtualClock, ZeusMonitor
-from zeus_core.device.activity import Activity, ChildProcessActivity, ProcessActivity
-from zeus_core.device.discovery import discover, get_gpus
+from zeus_core.device._activity import Activity, ChildProcessActivity, ProcessActivity
+from zeus_core.device._discovery import discover, get_gpus
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.testing._fake_nvml import FakeNVML
-from zeus_core.testing._simulated_gpu import (
+from zeus_core.testing._stand_in import (
     SIMULATE_ENV,
     following_note,
     simulated_gpus_from_env,
@@ -158,7 +158,7 @@ def test_real_gpus_win_over_the_variable(monkeypatch: pytest.MonkeyPatch) -> Non
 
 NO_GPU_SCRIPT = """
 from zeus_core import PowerMonitor, ZeusMonitor
-from zeus_core.device.discovery import get_gpus
+from zeus_core.device._discovery import get_gpus
 monitor = ZeusMonitor(cpu_indices=[])
 with PowerMonitor(interval_s=0.05, cpus=[]) as pm:
     pass

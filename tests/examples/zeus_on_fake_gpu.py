@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML  # noqa: E402
+from zeus_core.testing import FakeGPUSpec, FakeNVML  # noqa: E402
 
 sys.modules["pynvml"] = FakeNVML([FakeGPUSpec.a40()])  # type: ignore[assignment]
 script, *args = sys.argv[1:]

@@ -1,6 +1,6 @@
 """The process's admin rights as the installed fakes model them (their ``root`` flag).
 
-``zeus_core.device.privileges.has_admin_rights`` asks the operating system; in tests the fake
+``zeus_core.device._privileges.has_admin_rights`` asks the operating system; in tests the fake
 NVML/amdsmi stand for the machine, so their ``root`` flag decides (tests/conftest.py patches it in;
 subprocess helpers call :func:`follow_the_fakes`).
 """
@@ -19,6 +19,6 @@ def admin_rights_of_installed_fakes() -> bool:
 
 def follow_the_fakes() -> None:
     """Make ``has_admin_rights`` follow the fakes in this process (for subprocess helpers)."""
-    from zeus_core.device import privileges
+    from zeus_core.device import _privileges as privileges
 
     privileges.has_admin_rights = admin_rights_of_installed_fakes

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from zeus_core.device.base import CPU, CpuEnergy
+from zeus_core.device._base import CPU, CpuEnergy
 from zeus_core.exceptions import ZeusDeviceError
 
 CPU_ORIGIN_J = 1000.0  # package counter at clock time 0

@@ -11,7 +11,7 @@ out-of-range values, ``NOT_SUPPORTED`` (2) for a GPU without an energy accumulat
 Example:
     >>> fake = FakeAMDSMI([FakeAMDSpec.mi300x()])
     >>> with fake.install():
-    ...     from zeus_core.device.amd import amd_gpus
+    ...     from zeus_core.device._amd import amd_gpus
     ...     [g.name for g in amd_gpus(environ={})]
     ['AMD Instinct MI300X']
 """

@@ -31,7 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML
+from zeus_core.testing import FakeGPUSpec, FakeNVML
 
 __all__ = [
     "PersistentFakeNVML",

@@ -19,10 +19,9 @@ from hypothesis import strategies as st
 
 from tests.fuzz.strategies import JSON, broken
 from zeus_core.exceptions import ZeusError
-from zeus_core.optimizer.batch_size.spec import JobSpec
-from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
-from zeus_core.optimizer.pipeline_frequency.profile import PROFILE_CSV_HEADER, InstructionProfile
-from zeus_core.optimizer.pipeline_frequency.schedule import synchronous_1f1b
+from zeus_core.optimizer.batch_size._spec import JobSpec
+from zeus_core.optimizer.pipeline_frequency import FrequencyPlan, synchronous_1f1b
+from zeus_core.optimizer.pipeline_frequency._profile import PROFILE_CSV_HEADER, InstructionProfile
 from zeus_core.optimizer.power_limit import JobGPUs, PowerLimitMeasurement, PowerLimitProfile
 
 T = TypeVar("T")

@@ -26,9 +26,9 @@ from schemathesis.python.asgi import get_client  # noqa: E402
 from schemathesis.specs.openapi.checks import positive_data_acceptance  # noqa: E402
 
 from tests.batch_size.server_harness import make_spec  # noqa: E402
-from zeus_core.optimizer.batch_size.api_models import StopReason, TrialStatus  # noqa: E402
-from zeus_core.optimizer.batch_size.server import create_app  # noqa: E402
-from zeus_core.optimizer.batch_size.spec import JobSpec  # noqa: E402
+from zeus_core.optimizer.batch_size._api_models import StopReason, TrialStatus  # noqa: E402
+from zeus_core.optimizer.batch_size._server import create_app  # noqa: E402
+from zeus_core.optimizer.batch_size._spec import JobSpec  # noqa: E402
 
 MAX_EXAMPLES = int(os.environ.get("ZEUS_FUZZ_EXAMPLES", "12"))
 DATABASE = Path(tempfile.mkdtemp(prefix="bso-fuzz-")) / "bso.sqlite3"

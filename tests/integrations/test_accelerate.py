@@ -23,8 +23,8 @@ from accelerate_tiny import UNIT_ENERGY_J, UNIT_TIME_S, RecordingTracker, SimMod
 from lightning_accelerate_common import Recorder, expected_events, run_script  # noqa: E402
 
 from zeus_core.exceptions import ZeusConfigError  # noqa: E402
-from zeus_core.monitor.energy import ZeusMonitor  # noqa: E402
-from zeus_core.testing._simulated_gpu import PhysicalModel, SimulatedGPU, VirtualClock  # noqa: E402
+from zeus_core.monitor._energy import ZeusMonitor  # noqa: E402
+from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock  # noqa: E402
 from zeus_integrations.accelerate import attach  # noqa: E402
 
 
@@ -43,7 +43,7 @@ def _setup(grad_accum: int, samples: int = 16):
 def test_steps_epochs_and_logged_values_under_accumulation() -> None:
     gpu, monitor, logged, acc, model, opt, train, evaluate = _setup(grad_accum=3)
     recorder = Recorder()
-    with attach(acc, model, opt, zeus_optimizer=recorder, monitor=monitor, log_every_n_steps=1) as zeus:
+    with attach(acc, model, opt, zeus_optimizers=recorder, monitor=monitor, log_every_n_steps=1) as zeus:
         run_epochs(acc, model, opt, train, epochs=2, evaluate=evaluate)  # 8 batches/epoch: steps of 3, 3, 2
 
     assert recorder.events == expected_events(epochs=2, steps_per_epoch=3)
@@ -77,7 +77,7 @@ def test_evaluation_counted_when_asked() -> None:
 def test_save_and_load_state_continue_the_totals(tmp_path: Path) -> None:
     gpu, monitor, _, acc, model, opt, train, _ = _setup(grad_accum=2, samples=8)
     first = Recorder()
-    with attach(acc, model, opt, zeus_optimizer=first, monitor=monitor):
+    with attach(acc, model, opt, zeus_optimizers=first, monitor=monitor):
         run_epochs(acc, model, opt, train, epochs=1)
         acc.save_state(str(tmp_path / "state"))
 
@@ -88,7 +88,7 @@ def test_save_and_load_state_continue_the_totals(tmp_path: Path) -> None:
     model2, opt2, train2 = acc2.prepare(model2, opt2, loader(8))
     second = Recorder()
     monitor2 = ZeusMonitor(gpus=[gpu2], cpu_indices=[])
-    with attach(acc2, model2, opt2, zeus_optimizer=second, monitor=monitor2) as zeus:
+    with attach(acc2, model2, opt2, zeus_optimizers=second, monitor=monitor2) as zeus:
         acc2.load_state(str(tmp_path / "state"))
         run_epochs(acc2, model2, opt2, train2, epochs=1)
     assert second.loaded == {"version": 1, "steps_seen": 2}
@@ -100,7 +100,7 @@ def test_failure_in_the_loop_ends_training_once() -> None:
     gpu, monitor, logged, acc, model, opt, train, _ = _setup(grad_accum=2)
     recorder = Recorder()
     with pytest.raises(RuntimeError, match="on purpose"):
-        with attach(acc, model, opt, zeus_optimizer=recorder, monitor=monitor, checkpoint=False) as zeus:
+        with attach(acc, model, opt, zeus_optimizers=recorder, monitor=monitor, checkpoint=False) as zeus:
             run_epochs(acc, model, opt, train, epochs=2, fail_at_batch=5)
     assert recorder.events.count("train_end") == 1 and recorder.events[-1] == "train_end"
     assert zeus.train_metrics["energy/train_j"] == pytest.approx(5 * UNIT_ENERGY_J)
@@ -113,7 +113,7 @@ def test_a_step_skipped_by_the_grad_scaler_still_ends_its_window(monkeypatch: py
     skipped = {"now": False}
     monkeypatch.setattr(type(opt), "step_was_skipped", property(lambda self: skipped["now"]))
     recorder = Recorder()
-    with attach(acc, model, opt, zeus_optimizer=recorder, monitor=monitor, checkpoint=False):
+    with attach(acc, model, opt, zeus_optimizers=recorder, monitor=monitor, checkpoint=False):
         for i, (x, y) in enumerate(train):  # 4 micro-batches -> 2 windows; the first window's step is skipped
             with acc.accumulate(model):
                 acc.backward(torch.nn.functional.mse_loss(model(x), y))
@@ -131,7 +131,7 @@ def test_arguments_are_validated() -> None:
     with pytest.raises(ZeusConfigError, match="log_every_n_steps=0"):
         attach(acc, model, opt, log_every_n_steps=0)
     with pytest.raises(ZeusConfigError, match="training protocol"):
-        attach(acc, model, opt, zeus_optimizer=object())
+        attach(acc, model, opt, zeus_optimizers=object())
     with pytest.raises(ZeusConfigError, match="models"):
         attach(acc, [], opt)
 

@@ -15,7 +15,7 @@ import pytest
 
 from zeus_core import PhysicalModel, SimulatedGPU, ZeusMonitor
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.monitor.measurement import Measurement
+from zeus_core.monitor._measurement import Measurement
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch = pytest.importorskip("torch")
@@ -319,11 +319,11 @@ def test_evaluate_and_predict_outside_train_are_measured(tmp_path: Path) -> None
 
 def test_rejects_bad_configuration() -> None:
     with pytest.raises(ZeusConfigError, match="training protocol"):
-        ZeusTrainerCallback(optimizer=object())  # type: ignore[arg-type]
+        ZeusTrainerCallback(zeus_optimizers=object())  # type: ignore[arg-type]
     with pytest.raises(ZeusConfigError, match="log_every_n_steps=0"):
         ZeusTrainerCallback(log_every_n_steps=0)
     two = [Protocol(), Protocol()]
-    assert ZeusTrainerCallback(optimizer=two).optimizers == two
+    assert ZeusTrainerCallback(zeus_optimizers=two).zeus_optimizers == two
 
 
 def test_light_import_and_missing_extra_message() -> None:

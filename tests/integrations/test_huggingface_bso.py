@@ -18,7 +18,7 @@ from tests.batch_size.server_harness import ThreadServer  # noqa: E402
 from tests.integrations.test_huggingface import RecordingMonitor, TinyRegressor, args, dataset  # noqa: E402
 from zeus_core import BatchSizeOptimizer, JobSpec  # noqa: E402
 from zeus_core.exceptions import ZeusConfigError  # noqa: E402
-from zeus_core.optimizer.batch_size.server import create_app  # noqa: E402
+from zeus_core.optimizer.batch_size._server import create_app  # noqa: E402
 from zeus_integrations.huggingface import ZeusTrainerCallback  # noqa: E402
 
 SPEC = JobSpec("hf-tiny", (2, 4), 2, target_metric=0.75, max_power_w=300.0, max_epochs=10)

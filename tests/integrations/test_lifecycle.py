@@ -11,7 +11,7 @@ import pytest
 from tests.integrations.scripts.lightning_accelerate_common import Recorder
 from zeus_core import PhysicalModel, SimulatedGPU, TrainingLifecycle, VirtualClock, ZeusMonitor
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.monitor import lifecycle as lifecycle_module
+from zeus_core.training import _lifecycle as lifecycle_module
 from zeus_core.training._lifecycle import gpu_indices_of, local_rank
 
 torch = pytest.importorskip("torch")

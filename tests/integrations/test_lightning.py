@@ -145,7 +145,7 @@ def test_constructor_validates_arguments() -> None:
     with pytest.raises(ZeusConfigError, match="log_every_n_steps=0"):
         ZeusCallback(log_every_n_steps=0)
     with pytest.raises(ZeusConfigError, match="training protocol"):
-        ZeusCallback(optimizer=[object()])  # type: ignore[list-item]
+        ZeusCallback(zeus_optimizers=[object()])  # type: ignore[list-item]
 
 
 def test_devices_found_from_the_trainer_strategy() -> None:

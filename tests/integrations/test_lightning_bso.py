@@ -23,7 +23,7 @@ from lightning_tiny import UNIT_ENERGY_J, UNIT_TIME_S, TinyModule, loader, simul
 from tests.batch_size.server_harness import ThreadServer  # noqa: E402
 from zeus_core import BatchSizeOptimizer, JobSpec  # noqa: E402
 from zeus_core.exceptions import ZeusConfigError  # noqa: E402
-from zeus_core.optimizer.batch_size.server import create_app  # noqa: E402
+from zeus_core.optimizer.batch_size._server import create_app  # noqa: E402
 from zeus_integrations.lightning import ZeusCallback  # noqa: E402
 
 SPEC = JobSpec("tiny", (2, 4, 8), 4, target_metric=0.75, max_power_w=300.0, max_epochs=10, beta_knob=2.5)

@@ -196,7 +196,7 @@ def test_two_callbacks_checkpoint_separately_and_optimizer_metrics_are_logged(tm
     )
     for cb in (a2, b2):
         assert cb.train_metrics["energy/train_j"] == pytest.approx(8 * UNIT_ENERGY_J)
-        assert cb.optimizers[0].loaded == {"version": 1, "steps_seen": 4}  # type: ignore[attr-defined]
+        assert cb.zeus_optimizers[0].loaded == {"version": 1, "steps_seen": 4}  # type: ignore[attr-defined]
 
 
 def test_epoch_summaries_reach_the_console_unless_turned_off(tmp_path: Path, messages: list[str]) -> None:

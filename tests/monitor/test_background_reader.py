@@ -16,8 +16,8 @@ import warnings
 import pytest
 
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceError
-from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.monitor.reader import shared_reader
+from zeus_core.monitor._energy import ZeusMonitor
+from zeus_core.monitor._reader import shared_reader
 from zeus_core.testing._quirky_nvml import FakeGPUSpec, Quirks, QuirkyNVML, StepProfile, constant, square_wave
 
 
@@ -34,7 +34,7 @@ def quirky(monkeypatch: pytest.MonkeyPatch, *specs: FakeGPUSpec, **kw: object) -
 
 
 def monitor_on(fake: QuirkyNVML, **kw: object) -> ZeusMonitor:
-    from zeus_core.device.nvidia import nvidia_gpus
+    from zeus_core.device._nvidia import nvidia_gpus
 
     return ZeusMonitor(gpus=nvidia_gpus(environ={}), cpu_indices=[], sync_execution_with=None, **kw)  # type: ignore[arg-type]
 
@@ -337,7 +337,7 @@ def test_the_default_monitor_fake_is_the_quirky_h100(quirky_h100: QuirkyNVML) ->
 
 def test_a_monitor_of_gpu_objects_pickles_by_index(quirky_h100: QuirkyNVML) -> None:
     """NVIDIAGPU objects hold NVML handles: the copy finds GPU 0 again instead of pickling them."""
-    from zeus_core.device.nvidia import nvidia_gpus
+    from zeus_core.device._nvidia import nvidia_gpus
 
     monitor = ZeusMonitor(gpus=nvidia_gpus(environ={}), cpu_indices=[], sync_execution_with=None)
     clone = pickle.loads(pickle.dumps(monitor))
@@ -377,7 +377,7 @@ def test_values_stay_monotone_while_the_tick_lattice_is_refined() -> None:
     # stamps resolved later, or a window straddling it comes out negative (seen as a 0 J step).
     import random
 
-    from zeus_core.monitor.reader import GpuTrack, Stamp
+    from zeus_core.monitor._reader import GpuTrack, Stamp
 
     rng = random.Random(3)
     track = GpuTrack(_CounterGpu())  # type: ignore[arg-type]

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from zeus_core.device.base import CPU, CpuEnergy
+from zeus_core.device._base import CPU, CpuEnergy
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceError, ZeusDeviceNotFoundError
-from zeus_core.monitor.power import PowerMonitor
+from zeus_core.monitor._power import PowerMonitor
 from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
 
 BUSY_W, IDLE_W = 300.0, 30.0
@@ -154,7 +154,7 @@ def test_ring_buffer_keeps_the_newest_capacity_samples(
     assert [t for t, _ in timeline] == [107.0, 108.0, 109.0, 110.0, 111.0]
     assert [w for _, w in timeline] == [IDLE_W, BUSY_W, IDLE_W, BUSY_W, IDLE_W]
     assert pm._gpu_power[0]._t.shape == (5,)  # storage never grows
-    with caplog.at_level(logging.WARNING, logger="zeus_core.monitor.power"):
+    with caplog.at_level(logging.WARNING, logger="zeus_core.monitor._power"):
         pm.get_energy(100.0, 111.0)
     assert "samples before t=107.000 s were dropped (capacity=5)" in caplog.text
 
@@ -248,7 +248,7 @@ def test_failing_gpu_is_logged_once_per_streak_and_others_keep_sampling(
     assert not pm.running
     assert len(pm.get_power_timeline()[0]) == 1  # the good GPU was still sampled
     flaky.broken = False
-    with caplog.at_level(logging.WARNING, logger="zeus_core.monitor.power"):
+    with caplog.at_level(logging.WARNING, logger="zeus_core.monitor._power"):
         pm.start()
         flaky.broken = True
         wait_until(lambda: flaky.failures >= 5)

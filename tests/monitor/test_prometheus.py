@@ -27,9 +27,9 @@ from tests.conftest import free_port
 from tests.fakes.clock_cpu import CPU_ORIGIN_J, DRAM_ORIGIN_J
 from tests.fakes.clock_cpu import ClockCPU as FakeCPU
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceError
-from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.monitor.measurement import Measurement
-from zeus_core.monitor.prometheus import PrometheusExporter
+from zeus_core.monitor._energy import ZeusMonitor
+from zeus_core.monitor._measurement import Measurement
+from zeus_core.monitor._prometheus import PrometheusExporter
 from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
 from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML
 
@@ -125,7 +125,7 @@ def test_gpus_without_an_energy_counter_get_no_energy_sample_on_the_nvml_backend
         monkeypatch.delenv(var, raising=False)
     fake_clock = VirtualClock(1000.0)
     FakeNVML([FakeGPUSpec.a40(), FakeGPUSpec.p100()], clock=fake_clock).patch(monkeypatch)
-    from zeus_core.device.nvidia import nvidia_gpus
+    from zeus_core.device._nvidia import nvidia_gpus
 
     monitor = ZeusMonitor(gpus=nvidia_gpus(environ={}), cpu_indices=[], sync_execution_with=None)
     exporter = PrometheusExporter(monitor, namespace="node")
@@ -153,7 +153,7 @@ def test_a_failing_device_read_is_left_out_counted_and_warned_once(
     cpu.broken = True
     exporter = PrometheusExporter(ZeusMonitor(gpus=[good, bad], cpus=[cpu], sync_execution_with=None))
     clock.advance(2.0)
-    with caplog.at_level(logging.WARNING, logger="zeus_core.monitor.prometheus"):
+    with caplog.at_level(logging.WARNING, logger="zeus_core.monitor._prometheus"):
         first = scrape(exporter)
         second = scrape(exporter)
     for samples in (first, second):
@@ -393,11 +393,11 @@ def test_missing_prometheus_client_gives_the_pip_command(
 
 def test_top_level_export_stays_lazy() -> None:
     code = (
-        "import sys, zeus_core; cls = zeus_core.PrometheusExporter; import zeus_core.monitor.prometheus;"
+        "import sys, zeus_core; cls = zeus_core.PrometheusExporter; import zeus_core.monitor._prometheus;"
         "print(cls.__module__, 'prometheus_client' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
-    assert out.stdout.split() == ["zeus_core.monitor.prometheus", "False"]
+    assert out.stdout.split() == ["zeus_core.monitor._prometheus", "False"]
 
 
 # -- zeus-suite metrics -----------------------------------------------------------------------------
@@ -441,7 +441,7 @@ def test_cli_bad_port_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> No
 def test_docstring_example_runs() -> None:
     import doctest
 
-    import zeus_core.monitor.prometheus as module
+    import zeus_core.monitor._prometheus as module
 
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0

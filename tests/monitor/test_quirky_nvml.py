@@ -7,7 +7,7 @@ import time
 import pynvml as real_nvml
 import pytest
 
-from zeus_core.testing._fake_nvml import VirtualClock
+from zeus_core.testing import VirtualClock
 from zeus_core.testing._quirky_nvml import FakeGPUSpec, Quirks, QuirkyNVML, StepProfile, constant, square_wave
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.monitor._energy import ZeusMonitor
 from zeus_core.testing._quirky_nvml import QuirkyNVML
 from zeus_core.training._tracker import TrainingTracker
 

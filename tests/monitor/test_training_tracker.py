@@ -92,7 +92,7 @@ def test_pause_excludes_validation_time() -> None:
 def test_events_reach_optimizers_in_order() -> None:
     clock = VirtualClock()
     log: list[str] = []
-    tracker, _ = make(clock, optimizers=[Recorder(log, "a"), Recorder(log, "b")])
+    tracker, _ = make(clock, zeus_optimizers=[Recorder(log, "a"), Recorder(log, "b")])
     tracker.on_train_begin()
     run_epoch(tracker, clock, 1)
     tracker.on_train_end()
@@ -115,7 +115,7 @@ def test_events_reach_optimizers_in_order() -> None:
 def test_train_end_after_failure_mid_epoch_still_reaches_optimizers() -> None:
     clock = VirtualClock()
     log: list[str] = []
-    tracker, _ = make(clock, optimizers=[Recorder(log)], log_every_n_steps=1)
+    tracker, _ = make(clock, zeus_optimizers=[Recorder(log)], log_every_n_steps=1)
     tracker.on_train_begin()
     tracker.on_epoch_begin()
     tracker.on_step_begin()
@@ -129,14 +129,14 @@ def test_train_end_after_failure_mid_epoch_still_reaches_optimizers() -> None:
 
 def test_checkpoint_resume_continues_totals_and_restores_optimizer_state() -> None:
     clock = VirtualClock()
-    tracker, _ = make(clock, optimizers=[Recorder([], "opt")])
+    tracker, _ = make(clock, zeus_optimizers=[Recorder([], "opt")])
     tracker.on_train_begin()
     run_epoch(tracker, clock, 2)
     state = tracker.state_dict()  # mid-run: includes the running train window
     assert state["energy_j"]["gpu0"] == pytest.approx(600.0) and state["epochs_done"] == 1
 
     resumed_opt = Recorder([], "opt")
-    resumed, _ = make(clock, optimizers=[resumed_opt])
+    resumed, _ = make(clock, zeus_optimizers=[resumed_opt])
     resumed.load_state_dict(state)
     assert resumed_opt.loaded == {"name": "opt"}
     resumed.on_train_begin()
@@ -150,6 +150,6 @@ def test_checkpoint_resume_continues_totals_and_restores_optimizer_state() -> No
 def test_rejects_non_protocol_optimizers_and_bad_step_interval() -> None:
     clock = VirtualClock()
     with pytest.raises(ZeusConfigError, match="does not implement the training protocol"):
-        make(clock, optimizers=[object()])
+        make(clock, zeus_optimizers=[object()])
     with pytest.raises(ZeusConfigError, match="log_every_n_steps"):
         make(clock, log_every_n_steps=0)

@@ -10,8 +10,8 @@ import pytest
 
 from tests.fakes.clock_cpu import ClockCPU as FakeCPU
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceNotFoundError, ZeusWindowError
-from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.monitor.measurement import Measurement
+from zeus_core.monitor._energy import ZeusMonitor
+from zeus_core.monitor._measurement import Measurement
 from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock, simulate_steps
 
 BUSY_W = 300.0  # PhysicalModel.a40() at its default 300 W limit
@@ -319,5 +319,5 @@ def test_close_forgets_windows_and_closes_the_log(clock: VirtualClock, tmp_path:
         monitor.end_window("done")
         monitor.begin_window("left_open")
     assert monitor.open_windows == []
-    assert monitor._log is None  # file handle released
+    assert monitor._log is not None and not monitor._log.is_open  # file handle released
     assert [r[1] for r in read_rows(log)] == ["window_name", "done"]

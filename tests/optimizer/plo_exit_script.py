@@ -13,7 +13,7 @@ import sys
 import time
 
 from tests.optimizer.plo_support import synthetic_profile
-from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.monitor._energy import ZeusMonitor
 from zeus_core.optimizer.power_limit import Energy, GlobalPowerLimitOptimizer
 from zeus_core.testing import SimulatedGPU, VirtualClock
 

@@ -23,7 +23,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from zeus_core.monitor.energy import ZeusMonitor  # noqa: E402
+from zeus_core.monitor._energy import ZeusMonitor  # noqa: E402
 from zeus_core.optimizer.power_limit import Done, GlobalPowerLimitOptimizer, MaxSlowdownConstraint  # noqa: E402
 
 

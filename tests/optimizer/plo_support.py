@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from zeus_core import console
-from zeus_core.device.base import PowerLimitConstraints
-from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.device._base import PowerLimitConstraints
+from zeus_core.monitor._energy import ZeusMonitor
 from zeus_core.optimizer.power_limit import GlobalPowerLimitOptimizer
 from zeus_core.testing import (
     MeasuredProfile,
@@ -16,8 +16,10 @@ from zeus_core.testing import (
     SimulatedGPU,
     StepNoise,
     VirtualClock,
-    Workload,
     simulate_steps,
+)
+from zeus_core.testing import (
+    PowerLimitWorkload as Workload,
 )
 
 __all__ = [
@@ -111,12 +113,12 @@ class FakeTraining:
     """
 
     def __init__(self, monkeypatch: Any, workload: Workload, noise: StepNoise, seed: int = 0) -> None:
-        from zeus_core.device import base
+        from zeus_core.device import _base as base
+        from zeus_core.testing import VirtualClock as FakeClock
         from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML
-        from zeus_core.testing._fake_nvml import VirtualClock as FakeClock
 
         gpu = workload.gpu
-        self.clock = FakeClock()
+        self.clock = FakeClock(1000.0)  # the start the fake NVML's own clock had
         spec = FakeGPUSpec(
             name=gpu.name, min_limit_w=gpu.min_w, max_limit_w=gpu.max_w, default_limit_w=gpu.max_w
         )

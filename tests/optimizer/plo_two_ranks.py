@@ -19,8 +19,8 @@ from pathlib import Path
 
 import torch.distributed as dist
 
-from zeus_core import distributed
-from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core import _distributed as distributed
+from zeus_core.monitor._energy import ZeusMonitor
 from zeus_core.optimizer.power_limit import Done, Energy, GlobalPowerLimitOptimizer, ZeusCost
 from zeus_core.testing import MeasuredProfile, SimulatedGPU, VirtualClock
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from zeus_core.device import base as device_base
-from zeus_core.device.nvidia import PERMISSION_FIX, nvidia_gpus
+from zeus_core.device import _base as device_base
+from zeus_core.device._nvidia import PERMISSION_FIX, nvidia_gpus
 from zeus_core.exceptions import ZeusPermissionError
-from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.monitor._energy import ZeusMonitor
 from zeus_core.optimizer.power_limit import Done, Energy, GlobalPowerLimitOptimizer
-from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML, VirtualClock
+from zeus_core.testing import FakeGPUSpec, FakeNVML, VirtualClock
 
 
 def fake_nvml(monkeypatch: pytest.MonkeyPatch, root: bool) -> tuple[FakeNVML, list[tuple[int, int]]]:

@@ -14,7 +14,7 @@ from tests.optimizer.plo_support import (
     run_steps,
     zeus_loop,
 )
-from zeus_core.device.base import PowerLimitConstraints
+from zeus_core.device._base import PowerLimitConstraints
 from zeus_core.optimizer.power_limit import (
     Energy,
     MaxSlowdownConstraint,
@@ -23,7 +23,8 @@ from zeus_core.optimizer.power_limit import (
     Time,
     ZeusCost,
 )
-from zeus_core.testing import GPUS, MeasuredProfile, StepNoise, Workload, generate
+from zeus_core.testing import GPUS, MeasuredProfile, StepNoise, generate
+from zeus_core.testing import PowerLimitWorkload as Workload
 
 
 def zeus_budget(plo) -> int:

@@ -35,7 +35,7 @@ def test_a_replay_step_lasts_the_profiles_time_and_draws_its_power(shared_data: 
     truth = replay.truth()
     assert len(replay.fake.devices) == 4 and max(t for t, _ in truth.values()) == pytest.approx(0.01)
     with replay.install():
-        from zeus_core.device.nvidia import nvidia_gpus
+        from zeus_core.device._nvidia import nvidia_gpus
 
         gpus = nvidia_gpus(environ={})
         gpus[0].set_power_limit(150)

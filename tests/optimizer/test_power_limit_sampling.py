@@ -8,8 +8,8 @@ import pytest
 
 from tests.optimizer.plo_coarse_gpu import CoarseCounterGPU
 from tests.optimizer.plo_support import make_gpus, monitor_of
-from zeus_core.device.base import PowerLimitConstraints
-from zeus_core.monitor.measurement import Measurement
+from zeus_core.device._base import PowerLimitConstraints
+from zeus_core.monitor._measurement import Measurement
 from zeus_core.optimizer.power_limit import (
     GlobalPowerLimitOptimizer,
     MaxSlowdownConstraint,

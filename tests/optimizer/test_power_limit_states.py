@@ -304,8 +304,8 @@ def test_progress_is_logged_per_limit_and_for_the_decision(caplog) -> None:
         run_steps(plo, gpus, 30)
         plo.on_train_end()
     text = caplog.text
-    assert "Measured 300 W: 0.2000 s/step, 300.0 W, 60.00 J/step (3 steps" in text
-    assert "Measured 200 W: 0.2250 s/step, 200.0 W, 45.00 J/step" in text
+    assert "Profiled 300 W: 0.2000 s/step, 300.0 W, 60.00 J/step (3 steps" in text
+    assert "Profiled 200 W: 0.2250 s/step, 200.0 W, 45.00 J/step" in text
     assert "Optimal power limit: 200 W by Energy() [simulated GPUs]" in text
     assert "Restored the original power limits (GPU 0: 300 W)" in text
 

@@ -17,7 +17,7 @@ from zeus_core.optimizer.pipeline_frequency import (
     plan_frontier,
     synchronous_1f1b,
 )
-from zeus_core.optimizer.pipeline_frequency.refine import lp_plan, reclaim_slack
+from zeus_core.optimizer.pipeline_frequency.planner._real_time import lp_plan, reclaim_slack
 from zeus_core.testing import PHYSICAL_GPUS, physical_instruction_profile
 
 F, B = InstructionKind.FORWARD, InstructionKind.BACKWARD
@@ -139,7 +139,7 @@ def test_without_the_lp_the_frontier_plan_is_repaired_in_real_time(rounding: str
     fr = plan_frontier(
         synchronous_1f1b(3, 5), prof, blocking_power_w=60.0, rounding=rounding, backend="networkx"
     )
-    fr.settings["refine_lp"] = False
+    fr.settings["use_lp"] = False
     base = fr.max_frequency_plan()
     plan = fr.zero_slowdown_plan()
     assert plan.metadata["method"] == "frontier"
@@ -215,7 +215,7 @@ def test_plan_errors_mark_the_failing_cell() -> None:
 
 def test_plots_are_written(tmp_path: Path, frontier) -> None:
     pytest.importorskip("matplotlib")
-    from zeus_core.optimizer.pipeline_frequency.plots import plot_frontier, plot_timeline
+    from zeus_core.optimizer.pipeline_frequency import plot_frontier, plot_timeline
 
     a = plot_frontier(frontier, tmp_path / "f.png", others={"other": ([1.0, 2.0], [100.0, 90.0])})
     b = plot_timeline(frontier, frontier.zero_slowdown_plan(), tmp_path / "t.png")
@@ -234,4 +234,17 @@ def test_planning_imports_neither_matplotlib_nor_torch() -> None:
         "bad = [m for m in ('matplotlib', 'torch') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+@pytest.mark.parametrize(
+    ("face", "absent"),
+    [
+        ("zeus_core.optimizer.pipeline_frequency", ("numpy", "scipy", "matplotlib", "torch")),
+        ("zeus_core.optimizer.pipeline_frequency.planner", ("scipy", "matplotlib", "torch")),
+        ("zeus_core.optimizer.pipeline_frequency.runtime", ("scipy", "matplotlib", "torch")),
+    ],
+)
+def test_importing_a_face_stays_light(face: str, absent: tuple[str, ...]) -> None:
+    code = f"import sys, {face}\nbad = [m for m in {absent!r} if m in sys.modules]\nassert not bad, bad\n"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

@@ -16,7 +16,10 @@ import pytest
 from zeus_core._cli import main
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.optimizer.pipeline_frequency import InstructionProfile, plan_frontier, synchronous_1f1b
-from zeus_core.optimizer.pipeline_frequency.blocking_power import idle_power_w, resolve_blocking_power
+from zeus_core.optimizer.pipeline_frequency.planner._blocking_power import (
+    idle_power_w,
+    resolve_blocking_power,
+)
 from zeus_core.testing import physical_instruction_profile
 
 

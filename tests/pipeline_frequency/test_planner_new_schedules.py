@@ -6,10 +6,8 @@ import numpy as np
 import pytest
 
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.pipeline_frequency import FrequencyPlan, plan_frontier
-from zeus_core.optimizer.pipeline_frequency.dag import PipelineDAG
-from zeus_core.optimizer.pipeline_frequency.point_plan import plan_at_time
-from zeus_core.optimizer.pipeline_frequency.schedule import (
+from zeus_core.optimizer.pipeline_frequency import FrequencyPlan, PipelineDAG, plan_at_time, plan_frontier
+from zeus_core.optimizer.pipeline_frequency._schedule import (
     SPLIT_BACKWARD,
     InstructionKind,
     PipelineSchedule,
@@ -36,7 +34,7 @@ def test_interleaved_order_follows_megatron() -> None:
     assert sched.virtual_stage(3, 0) == 3 and sched.virtual_stage(0, 1) == 4
     deps = set(sched.data_dependencies())
     f = InstructionKind.FORWARD
-    from zeus_core.optimizer.pipeline_frequency.schedule import Instruction
+    from zeus_core.optimizer.pipeline_frequency import Instruction
 
     assert (Instruction(3, f, 5, 0), Instruction(0, f, 5, 1)) in deps
     PipelineDAG(sched)  # no deadlock

@@ -9,15 +9,14 @@ import numpy as np
 import pytest
 
 from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
-from zeus_core.optimizer.pipeline_frequency.cost_model import (
+from zeus_core.optimizer.pipeline_frequency import InstructionKind, InstructionProfile, synchronous_1f1b
+from zeus_core.optimizer.pipeline_frequency._profile import ProfileMeasurement as PM
+from zeus_core.optimizer.pipeline_frequency.planner._cost_model import (
     ConvexHullCostModel,
     ExponentialCostModel,
     InstructionOptions,
     quantize_time,
 )
-from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
-from zeus_core.optimizer.pipeline_frequency.profile import ProfileMeasurement as PM
-from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind, synchronous_1f1b
 from zeus_core.testing._pipeline_profiles import (
     PHYSICAL_GPUS,
     physical_instruction_profile,

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.pipeline_frequency.dag import PipelineDAG
-from zeus_core.optimizer.pipeline_frequency.schedule import (
+from zeus_core.optimizer.pipeline_frequency import (
     Instruction,
     InstructionKind,
+    PipelineDAG,
     PipelineSchedule,
     gpipe,
     make_schedule,

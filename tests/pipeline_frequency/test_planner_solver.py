@@ -9,10 +9,13 @@ import numpy as np
 import pytest
 
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.pipeline_frequency.dag import PipelineDAG
-from zeus_core.optimizer.pipeline_frequency.mincut import MAX_CAPACITY, ResidualGraph
-from zeus_core.optimizer.pipeline_frequency.schedule import gpipe, synchronous_1f1b
-from zeus_core.optimizer.pipeline_frequency.solver import IntegerCostTable, SolverResult, solve_frontier
+from zeus_core.optimizer.pipeline_frequency import PipelineDAG, gpipe, synchronous_1f1b
+from zeus_core.optimizer.pipeline_frequency.planner._frontier_solver import (
+    IntegerCostTable,
+    SolverResult,
+    solve_frontier,
+)
+from zeus_core.optimizer.pipeline_frequency.planner._max_flow import MAX_CAPACITY, ResidualGraph
 
 
 def _points(result: SolverResult) -> dict[int, int]:

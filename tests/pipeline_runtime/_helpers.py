@@ -11,6 +11,8 @@ from typing import Any
 from tests.conftest import REPO_ROOT, torchrun_command
 
 SCRIPTS = Path(__file__).parent / "scripts"
+#: The examples' support code (``_support``: CPU shims, simulated GPU work) is imported from here.
+EXAMPLES = REPO_ROOT / "examples"
 
 
 def run_two_ranks(script: str, out: Path, timeout_s: float = 240) -> None:
@@ -21,7 +23,9 @@ def run_two_ranks(script: str, out: Path, timeout_s: float = 240) -> None:
         "DS_BUILD_OPS": "0",
         "DS_ACCELERATOR": "cpu",
         "TORCH_EXTENSIONS_DIR": str(out / "torch_extensions"),
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(REPO_ROOT), str(EXAMPLES), os.environ.get("PYTHONPATH")])
+        ),
     }
     proc = subprocess.run(
         torchrun_command(SCRIPTS / script, str(out)),
@@ -57,7 +61,7 @@ def planned(plan: dict[str, Any], stage: int, iteration: dict[str, Any]) -> list
 
 def textbook(schedule: str, stage: int, microbatches: int = 4) -> list[str]:
     """The textbook order of one stage of a 2-stage pipeline."""
-    from zeus_core.optimizer.pipeline_frequency.schedule import make_schedule
+    from zeus_core.optimizer.pipeline_frequency import make_schedule
 
     return [i.short_name for i in make_schedule(schedule, 2, microbatches).stage_orders[stage]]
 

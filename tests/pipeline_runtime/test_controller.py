@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceError, ZeusPermissionError
-from zeus_core.optimizer.pipeline_frequency.controller import ControlMode, FrequencyController
+from zeus_core.optimizer.pipeline_frequency import ControlMode, FrequencyController
 from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
 
 
@@ -140,7 +140,7 @@ _SCRIPT = textwrap.dedent(
     import os, signal, sys, time
     from pathlib import Path
     from zeus_core.testing import PhysicalModel, SimulatedGPU
-    from zeus_core.optimizer.pipeline_frequency.controller import FrequencyController
+    from zeus_core.optimizer.pipeline_frequency.runtime._controller import FrequencyController
 
     marker = Path(sys.argv[1])
 

@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import REPO_ROOT
 from zeus_core import console
 from zeus_core.exceptions import ZeusConfigError, ZeusNotSupportedError
-from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind
+from zeus_core.optimizer.pipeline_frequency import InstructionKind
 from zeus_integrations.pipeline import Attachment, patch_attribute, wrap_instruction, wrap_iteration
 
 

@@ -23,7 +23,7 @@ from tests.pipeline_runtime._helpers import (
     sequence,
     textbook,
 )
-from zeus_core.optimizer.pipeline_frequency.schedule import interleaved_1f1b
+from zeus_core.optimizer.pipeline_frequency import interleaved_1f1b
 
 pytestmark = [
     pytest.mark.slow,

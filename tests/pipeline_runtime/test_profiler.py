@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
-from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.optimizer.pipeline_frequency.profiler import FrequencySweep, InstructionProfiler
+from zeus_core.monitor._energy import ZeusMonitor
+from zeus_core.optimizer.pipeline_frequency import FrequencySweep, InstructionProfiler
 from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
 
 MODEL = PhysicalModel.a40()

@@ -13,17 +13,15 @@ import pytest
 
 from zeus_core import console
 from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
-from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
-from zeus_core.optimizer.pipeline_frequency.profiler import FrequencySweep
+from zeus_core.optimizer.pipeline_frequency import FrequencyPlan, FrequencySweep, synchronous_1f1b
 from zeus_core.optimizer.pipeline_frequency.runtime import (
-    Applying,
-    Discovering,
+    ApplyingPhase,
+    DiscoveryPhase,
     InstructionListener,
     PerseusRuntime,
     PlanSettings,
-    Profiling,
+    ProfilingPhase,
 )
-from zeus_core.optimizer.pipeline_frequency.schedule import synchronous_1f1b
 from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
 
 ORDER = [("forward", 0), ("backward", 0), ("forward", 1), ("backward", 1)]  # 1F1B, 1 stage, 2 microbatches
@@ -84,9 +82,9 @@ def test_profile_plan_apply_and_save(tmp_path: Path) -> None:
     assert isinstance(runtime, InstructionListener)
     with runtime:
         iterate(runtime, gpu)
-        assert runtime.phase == Profiling(0, 0)
+        assert runtime.phase == ProfilingPhase(0, 0)
         iterate(runtime, gpu, 6)
-        assert isinstance(runtime.phase, Applying)
+        assert isinstance(runtime.phase, ApplyingPhase)
         iterate(runtime, gpu, 2)
         assert gpu.locked_sm_frequency is not None
     assert gpu.locked_sm_frequency is None and not runtime.controller.active  # type: ignore[union-attr]
@@ -145,9 +143,9 @@ def test_files_from_other_hardware_are_set_aside_and_profiled_again(tmp_path: Pa
     gpu = make_gpu(PhysicalModel.a100())
     with new_runtime(gpu, planning=LEAST, save_dir=tmp_path) as runtime:
         iterate(runtime, gpu, 2)
-        assert isinstance(runtime.phase, Profiling)  # profiling the new GPUs, not an error
+        assert isinstance(runtime.phase, ProfilingPhase)  # profiling the new GPUs, not an error
         iterate(runtime, gpu, 8)
-    assert isinstance(runtime.phase, Applying) and gpu.locked_sm_frequency is None
+    assert isinstance(runtime.phase, ApplyingPhase) and gpu.locked_sm_frequency is None
     assert "moved to" in shown.text and "profiling again" in shown.text
     # Nothing lost: the old profile is kept beside the new one.
     assert (tmp_path / "profile.csv.replaced").read_text() == old_profile
@@ -189,7 +187,7 @@ def test_a_microbatch_change_runs_max_clocks_then_replans(tmp_path: Path, shown)
     gpu = make_gpu()
     with new_runtime(gpu, sweep=SWEEP, planning=LEAST, save_dir=tmp_path) as runtime:
         iterate(runtime, gpu, 8)
-        assert isinstance(runtime.phase, Applying) and runtime.plan.num_microbatches == 2  # type: ignore[union-attr]
+        assert isinstance(runtime.phase, ApplyingPhase) and runtime.plan.num_microbatches == 2  # type: ignore[union-attr]
         three = [
             ("forward", 0),
             ("backward", 0),
@@ -200,9 +198,9 @@ def test_a_microbatch_change_runs_max_clocks_then_replans(tmp_path: Path, shown)
         ]
         iterate(runtime, gpu, 1, order=three)  # more microbatches than planned: not an error
         assert [i.frequency_mhz for i in runtime.iterations[-1].instructions][-2:] == [1740, 1740]
-        assert isinstance(runtime.phase, Discovering)
+        assert isinstance(runtime.phase, DiscoveryPhase)
         iterate(runtime, gpu, 2, order=three)  # one untouched iteration, then the new plan
-        assert isinstance(runtime.phase, Applying) and runtime.plan.num_microbatches == 3  # type: ignore[union-attr]
+        assert isinstance(runtime.phase, ApplyingPhase) and runtime.plan.num_microbatches == 3  # type: ignore[union-attr]
         iterate(runtime, gpu, 1)  # back to 2 microbatches: the saved plan for that shape
         iterate(runtime, gpu, 1)
     phases = [r.phase for r in runtime.iterations]
@@ -235,7 +233,7 @@ def test_early_stop_when_energy_rises() -> None:
     profiled = [r.instructions[0].frequency_mhz for r in runtime.iterations if r.phase == "profiling"]
     # A40 energy per unit: 30.0 (1740), 27.6 (1440), 26.2 (1140), 26.6 (840), 31.0 (540): two rises, stop.
     assert profiled == [1740, 1440, 1140, 840, 540]
-    assert isinstance(runtime.phase, Applying)
+    assert isinstance(runtime.phase, ApplyingPhase)
 
 
 def test_given_plan_is_checked_against_the_gpu(shown) -> None:
@@ -249,7 +247,7 @@ def test_given_plan_is_checked_against_the_gpu(shown) -> None:
     wrong_shape = FrequencyPlan.uniform(synchronous_1f1b(1, 3), 1005)
     with new_runtime(gpu, plan=wrong_shape, sweep=SWEEP) as runtime:
         iterate(runtime, gpu, 2)
-    assert isinstance(runtime.phase, Profiling) and "given plan does not fit" in shown.text
+    assert isinstance(runtime.phase, ProfilingPhase) and "given plan does not fit" in shown.text
 
 
 def test_state_dict_resumes_the_plan(tmp_path: Path) -> None:
@@ -283,7 +281,7 @@ def test_events_outside_iterations_are_ignored_and_microbatches_counted() -> Non
         runtime.end_instruction("forward", 0, failed=True)
         runtime.end_iteration(failed=True)  # dropped: no record, phase unchanged
     assert [(i.kind.value, i.microbatch) for i in runtime.iterations[0].instructions] == ORDER
-    assert len(runtime.iterations) == 1 and isinstance(runtime.phase, Applying)
+    assert len(runtime.iterations) == 1 and isinstance(runtime.phase, ApplyingPhase)
 
 
 def test_a_stage_without_backward_is_explained() -> None:
@@ -318,7 +316,7 @@ def test_configuration_errors() -> None:
     with pytest.raises(ZeusConfigError, match="deadline_s"):
         PlanSettings(target="deadline")
     assert PlanSettings(deadline_s=0.5).label == "deadline-0.5s"
-    assert Discovering(1).name == "discovering"
+    assert DiscoveryPhase(1).name == "discovering"
 
 
 def test_an_unusable_sweep_fails_only_when_profiling_is_needed(tmp_path: Path) -> None:
@@ -337,11 +335,11 @@ def test_training_that_ends_before_a_plan_warns_and_keeps_the_partial_profile(tm
     gpu = make_gpu()
     with new_runtime(gpu, save_dir=tmp_path) as runtime:
         iterate(runtime, gpu, 3)  # discovery + 2 of the adaptive sweep's clocks
-        assert isinstance(runtime.phase, Profiling)
+        assert isinstance(runtime.phase, ProfilingPhase)
     assert "before a frequency plan was made" in shown.text and "Run at least 9 iterations" in shown.text
     partial = tmp_path / "profile-partial-stage0-rank0.csv"
     assert partial.exists() and f"{partial}" in shown.text
-    from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile
+    from zeus_core.optimizer.pipeline_frequency import InstructionProfile
 
     profile = InstructionProfile.from_csv(partial)
     assert [m.frequency_mhz for m in profile.get(0, "forward")] == [1740, 1380]

@@ -32,8 +32,8 @@ DELAY_S = float(os.environ.get(DELAY_ENV, "0"))
 
 def lower_the_limit() -> object:
     """A GlobalPowerLimitOptimizer that has lowered the fake GPU's limit below 250 W."""
-    from zeus_core.device.nvidia import nvidia_gpus
-    from zeus_core.monitor.energy import ZeusMonitor
+    from zeus_core.device._nvidia import nvidia_gpus
+    from zeus_core.monitor._energy import ZeusMonitor
     from zeus_core.optimizer.power_limit import Energy, GlobalPowerLimitOptimizer
 
     gpus = nvidia_gpus(environ={})
@@ -83,8 +83,8 @@ def plo_mode(mode: str) -> None:
 
 
 def perseus_nvml() -> None:
-    from zeus_core.device.nvidia import nvidia_gpus
-    from zeus_core.optimizer.pipeline_frequency.controller import FrequencyController
+    from zeus_core.device._nvidia import nvidia_gpus
+    from zeus_core.optimizer.pipeline_frequency import FrequencyController
 
     fake = install_from_env()
     ctl = FrequencyController(nvidia_gpus(environ={})[0])
@@ -97,7 +97,7 @@ def perseus_nvml() -> None:
 
 
 def perseus_sim(log: str) -> None:
-    from zeus_core.optimizer.pipeline_frequency.controller import FrequencyController
+    from zeus_core.optimizer.pipeline_frequency import FrequencyController
     from zeus_core.testing import PhysicalModel, SimulatedGPU
 
     class LoggedGPU(SimulatedGPU):

@@ -12,14 +12,13 @@ import pytest
 from tests.optimizer.plo_support import make_gpus, monitor_of, run_steps
 from tests.pipeline_runtime.test_controller import SlowGPU
 from zeus_core import Setting, SettingsGuard, console
-from zeus_core.device.nvidia import nvidia_gpus
+from zeus_core.device._nvidia import nvidia_gpus
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.optimizer.pipeline_frequency.controller import FrequencyController
+from zeus_core.monitor._energy import ZeusMonitor
+from zeus_core.optimizer.pipeline_frequency import FrequencyController
 from zeus_core.optimizer.power_limit import Energy, GlobalPowerLimitOptimizer
 from zeus_core.settings import DirectAccess, GPUSettings, get_access, set_access
-from zeus_core.testing import PhysicalModel, SimulatedGPU, simulate_steps
-from zeus_core.testing._fake_nvml import FakeGPUSpec, FakeNVML, VirtualClock
+from zeus_core.testing import FakeGPUSpec, FakeNVML, PhysicalModel, SimulatedGPU, VirtualClock, simulate_steps
 
 main_thread_only = pytest.mark.skipif(
     threading.current_thread() is not threading.main_thread(), reason="signal handlers need the main thread"

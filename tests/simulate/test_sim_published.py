@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from zeus_core.simulate import DefaultPolicy, load_nsdi23_traces, simulate
+from zeus_core.simulate import DefaultPolicy, PublishedZeusPolicy, load_nsdi23_traces, make_policy, simulate
 
 pd = pytest.importorskip("pandas")
 pytest.importorskip("zeus._legacy.simulate")
@@ -38,7 +38,7 @@ def test_published_policy_in_our_simulator_matches_the_published_simulator(
     trace = load_nsdi23_traces(gpu, folder)[index]
     train, power = pd.read_csv(folder / "summary_train.csv"), pd.read_csv(folder / f"summary_power_{gpu}.csv")
     published = bench.run_published(trace, train, power, seed, 0.5, 2.0)
-    ours = simulate(trace, bench.PublishedPolicyInOurSimulator(trace, seed, 2.0), seed=seed)
+    ours = simulate(trace, PublishedZeusPolicy(trace, seed, 2.0), seed=seed)
     assert ours.cost_j == pytest.approx(published["cost"], rel=1e-9)
     assert ours.energy_j == pytest.approx(published["energy"], rel=1e-9)
 
@@ -52,3 +52,13 @@ def test_default_reproduces_the_issue_reference_eta_cuts(shared_data, bench):
         default = simulate(trace, DefaultPolicy(trace), seed=1)
         cuts.append(round(100 * (1 - published["energy"] / default.energy_j), 1))
     assert cuts == list(bench._REFERENCE_ETA_CUT["a40"])
+
+
+def test_reproduce_registers_the_published_policy(shared_data):
+    trace = load_nsdi23_traces("v100", shared_data / "zeus_nsdi23")[4]
+    policy = make_policy("zeus-0.16", trace, seed=3)
+    assert isinstance(policy, PublishedZeusPolicy) and policy.name == "zeus-0.16"
+    assert (
+        simulate(trace, policy, seed=3).cost_j
+        == simulate(trace, PublishedZeusPolicy(trace, 3), seed=3).cost_j
+    )

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from tests.simulate.toy_traces import TOY, TRAIN, write_toy
+from zeus_core._cost import zeus_cost
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.metric import zeus_cost
 from zeus_core.simulate import (
     DefaultPolicy,
     FixedPolicy,

@@ -6,7 +6,7 @@ import pytest
 
 from tests.simulate.toy_traces import POWER, TOY, TRAIN, write_toy
 from zeus_core.exceptions import ZeusProfileError
-from zeus_core.simulate.traces import NSDI23_WORKLOADS, load_nsdi23_traces, load_workload_trace
+from zeus_core.simulate._traces import NSDI23_WORKLOADS, load_nsdi23_traces, load_workload_trace
 
 
 def test_toy_trace_is_filtered_intersected_and_capped(tmp_path):

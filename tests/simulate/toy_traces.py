@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zeus_core.simulate.traces import Workload
+from zeus_core.simulate._traces import Workload
 
 TOY = Workload("toy", "net", "sgd", target_metric=0.5, max_epochs=5, default_batch_size=64)
 

@@ -19,8 +19,9 @@ import json
 import re
 from typing import Any
 
-from zeus_core.device.base import GPU
-from zeus_core.device.discovery import DeviceReport, discover
+from zeus_core.device._base import GPU
+from zeus_core.device._discovery import DeviceReport, discover
+from zeus_core.device._zeusd import daemon_status, describe_status
 from zeus_core.exceptions import ZeusError, ZeusNotSupportedError, ZeusPermissionError
 
 __all__ = ["add_arguments", "run", "gpu_capabilities", "report_dict"]
@@ -56,7 +57,7 @@ def gpu_capabilities(gpu: GPU, check_by_writing: bool = False) -> dict[str, Any]
     """What ``gpu`` offers, as JSON-safe values (W, MHz); a failed query becomes an ``error`` text.
 
     Nothing is written unless ``check_by_writing``: then the control check writes the current
-    power limit again (:meth:`~zeus_core.device.base.GPU.check_control_by_writing`) and
+    power limit again (:meth:`~zeus_core.device._base.GPU.check_control_by_writing`) and
     ``control_checked_by`` says ``"write"`` instead of ``"query"``.
 
     Keys: ``index``, ``name``, ``vendor``, ``simulated``, ``uuid``, ``backend_index`` (NVML or HIP
@@ -68,7 +69,7 @@ def gpu_capabilities(gpu: GPU, check_by_writing: bool = False) -> dict[str, Any]
     info: dict[str, Any] = {"index": gpu.index, "vendor": gpu.vendor, "simulated": gpu.simulated}
     info["name"], _ = _try(lambda: gpu.name)
     info["uuid"], _ = _try(lambda: gpu.uuid)
-    backend = getattr(gpu, "nvml_index", getattr(gpu, "hip_index", None))
+    backend = getattr(gpu, "backend_index", None)  # the vendor library's index (NVML or HIP)
     info["backend_index"] = backend
     counter, err = _try(lambda: gpu.has_energy_counter)
     info["energy"] = "counter" if counter else "estimated"
@@ -119,13 +120,14 @@ def report_dict(report: DeviceReport, check_by_writing: bool = False) -> dict[st
         "visibility": dict(report.visibility),
         "missing": [{"what": m.what, "reason": m.reason, "fix": m.fix} for m in report.missing],
         "simulated": any(g.simulated for g in report.gpus),
+        "daemon": daemon_status(),  # ZEUSD_SOCK_PATH / ZEUSD_HOST_PORT: configured, reachable, what it allows
     }
 
 
 def _simulated_a40(index: int) -> GPU:
-    from zeus_core.testing import PhysicalModel, SimulatedGPU
+    from zeus_core.testing._stand_in import simulated_gpu
 
-    return SimulatedGPU(PhysicalModel.a40(), index=index)
+    return simulated_gpu("a40", index)
 
 
 def _fmt_range(d: dict[str, Any], unit: str) -> str:
@@ -244,6 +246,7 @@ _GPU_COLUMNS = (
 
 def _render(data: dict[str, Any]) -> None:
     from rich.console import Console
+    from rich.markup import escape
 
     console = Console()
     tag = " [yellow](includes a SIMULATED GPU)[/yellow]" if data["simulated"] else ""
@@ -251,6 +254,7 @@ def _render(data: dict[str, Any]) -> None:
     _render_gpus(console, data)
     _render_visibility(console, data)
     _render_cpus_and_missing(console, data)
+    console.print(f"[bold]Daemon:[/bold] {escape(describe_status(data['daemon']))}")
     if not data["gpus"]:
         console.print(
             "Without a GPU, ZeusMonitor measures CPU/DRAM only. Try `zeus-suite env --simulate`, set "

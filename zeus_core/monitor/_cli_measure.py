@@ -1,7 +1,7 @@
 """``zeus-suite measure -- CMD ...``: run a command and report its time and energy per device.
 
 The command runs as a child process with this terminal's stdin, stdout and stderr; its energy
-is measured by a :class:`~zeus_core.monitor.energy.ZeusMonitor` window around its whole run.
+is measured by a :class:`~zeus_core.monitor._energy.ZeusMonitor` window around its whole run.
 The report goes to stderr (like ``time``), so the command's own output stays clean. The exit
 code is the command's (``128 + N`` when signal ``N`` killed it; 127 when it does not exist).
 
@@ -30,10 +30,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-from zeus_core.device.base import CPU, GPU
+from zeus_core.device._base import CPU, GPU
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceError, ZeusError, ZeusPermissionError
-from zeus_core.monitor.measurement import Measurement
-from zeus_core.testing._simulated_gpu import follow_child, following_note
+from zeus_core.monitor._measurement import Measurement
+from zeus_core.testing._stand_in import follow_child, following_note
 
 __all__ = [
     "add_arguments",
@@ -42,6 +42,7 @@ __all__ = [
     "stop_on_signals",
     "add_device_arguments",
     "select_devices",
+    "devices_to_read",
     "render_report",
     "make_console",
 ]
@@ -127,20 +128,18 @@ def select_devices(
     """
     notes: list[str] = []
     if simulate:
-        from zeus_core.testing import PhysicalModel, SimulatedGPU
+        from zeus_core.testing._stand_in import simulated_gpu
 
-        gpus: list[GPU] = [
-            SimulatedGPU(PhysicalModel.a40(), index=i, busy=True) for i in dict.fromkeys(gpu_indices or [0])
-        ]
+        gpus: list[GPU] = [simulated_gpu("a40", i, busy=True) for i in dict.fromkeys(gpu_indices or [0])]
     else:
-        from zeus_core.device.discovery import get_gpus
+        from zeus_core.device._discovery import get_gpus
 
         gpus = _pick(get_gpus(), gpu_indices, "GPU", "--gpu-indices")
         if not gpus:
             notes.append("No GPU found (see `zeus-suite env`); use --simulate to try a simulated one.")
     cpus: list[CPU] = []
     if cpu_indices is None or len(cpu_indices) > 0:
-        from zeus_core.device.discovery import get_cpus
+        from zeus_core.device._discovery import get_cpus
 
         try:
             cpus = _pick(get_cpus(), cpu_indices, "CPU", "--cpu-indices")
@@ -149,6 +148,34 @@ def select_devices(
                 raise
             notes.append(f"CPU/DRAM energy not measured: {e}")
     return gpus, cpus, notes
+
+
+def devices_to_read(command: str, args: argparse.Namespace, task: str) -> tuple[list[GPU], list[CPU]] | int:
+    """The devices a command's ``--simulate``/``--gpu-indices``/``--cpu-indices`` choose.
+
+    Notes on what is left out go to the log. Returns the exit status instead (said on stderr)
+    when the options are wrong (2) or there is nothing to read (1).
+
+    Args:
+        command: The subcommand, for messages (e.g. ``"power"``).
+        args: Its parsed arguments (see :func:`add_device_arguments`).
+        task: What it would do with the devices, for the message (e.g. ``"measure"``).
+    """
+    try:
+        gpus, cpus, notes = select_devices(args.simulate, args.gpu_indices, args.cpu_indices)
+    except ZeusError as e:
+        print(f"zeus-suite {command}: {e}", file=sys.stderr)
+        return 2
+    for note in notes:
+        logger.warning("%s", note)
+    if not gpus and not cpus:
+        print(
+            f"zeus-suite {command}: nothing to {task} (no GPU, no readable RAPL). See `zeus-suite env`, "
+            "or try --simulate.",
+            file=sys.stderr,
+        )
+        return 1
+    return gpus, cpus
 
 
 def _pick(devices: Sequence, indices: Sequence[int] | None, kind: str, option: str) -> list:
@@ -234,6 +261,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="append one row (time, energy per device, exit code) to this CSV file",
     )
     parser.add_argument(
+        "--output",
+        type=Path,
+        metavar="DIR",
+        help="write zeus_run.json and a power timeline zeus_power.csv here, for `zeus-suite report DIR`",
+    )
+    parser.add_argument(
         "cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command to run and measure"
     )
     parser.epilog = "Example: zeus-suite measure -- python train.py --epochs 3"
@@ -252,7 +285,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         gpus, cpus, notes = select_devices(args.simulate, args.gpu_indices, args.cpu_indices)
-        from zeus_core.monitor.energy import ZeusMonitor
+        from zeus_core.monitor._energy import ZeusMonitor
 
         monitor = ZeusMonitor(gpus=gpus, cpus=cpus, sync_execution_with=None)
         header = _csv_header(gpus, cpus)
@@ -264,6 +297,7 @@ def run(args: argparse.Namespace) -> int:
     for note in notes:
         logger.warning("%s", note)
 
+    timeline = _start_timeline(gpus, args.output)
     try:
         returncode, signals, start_time, m = _measure(command, monitor)
     except OSError as e:
@@ -272,6 +306,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"zeus-suite measure: cannot run {command[0]!r}: {e.strerror or e}{hint}", file=sys.stderr)
         return 127 if missing else 126
     finally:
+        _stop_timeline(timeline)
         monitor.close()
         for c in cpus:
             close = getattr(c, "close", None)
@@ -288,12 +323,56 @@ def run(args: argparse.Namespace) -> int:
     followed = following_note(gpus, m.time)
     if followed is not None:
         console.print(followed, soft_wrap=True)
+    _write_output(args.output, shown, exit_code, m, gpus, cpus, start_time, timeline)
     if args.csv is not None:
         try:
             _append_csv(args.csv, header, _csv_row(start_time, command, exit_code, m, gpus, cpus))
         except OSError as e:  # the report above still has the numbers
             print(f"zeus-suite measure: cannot append to --csv {str(args.csv)!r}: {e}", file=sys.stderr)
     return exit_code
+
+
+def _start_timeline(gpus: Sequence[GPU], output: Path | None):  # -> Timeline | None
+    """Sample the GPUs' power and temperature for --output (from before the command starts)."""
+    if output is None:
+        return None
+    from zeus_core.training._run_record import Timeline
+
+    timeline = Timeline(gpus)
+    timeline.start()
+    return timeline
+
+
+def _stop_timeline(timeline) -> None:
+    if timeline is not None:
+        timeline.stop()
+
+
+def _write_output(
+    folder: Path | None,
+    shown: str,
+    exit_code: int,
+    m: Measurement,
+    gpus: Sequence[GPU],
+    cpus: Sequence[CPU],
+    start_time: float,
+    timeline,
+) -> None:
+    """Write the run record of --output (carbon and cost from ZEUS_SUITE_CARBON_REGION and friends)."""
+    if folder is None:
+        return
+    from zeus_core.carbon import Footprint
+    from zeus_core.training._run_record import command_record, write_record
+
+    try:
+        record = command_record(shown, exit_code, m, gpus, cpus, start_time, Footprint.from_env())
+        path = write_record(folder, record, timeline.rows() if timeline is not None else None)
+        print(
+            f"zeus-suite measure: run record written to {path} (`zeus-suite report {folder}`)",
+            file=sys.stderr,
+        )
+    except (OSError, ZeusError) as e:  # the report above still has the numbers
+        print(f"zeus-suite measure: cannot write --output {str(folder)!r}: {e}", file=sys.stderr)
 
 
 def _measure(command: list[str], monitor) -> tuple[int, list[int], float, Measurement]:

@@ -1,8 +1,8 @@
 """``zeus-suite metrics``: a Prometheus ``/metrics`` endpoint for this machine's GPUs and CPUs.
 
 Values are read from the devices when Prometheus scrapes (a
-:class:`~zeus_core.monitor.prometheus.PrometheusExporter` over a
-:class:`~zeus_core.monitor.energy.ZeusMonitor`): no background sampling, no spawned processes.
+:class:`~zeus_core.monitor._prometheus.PrometheusExporter` over a
+:class:`~zeus_core.monitor._energy.ZeusMonitor`): no background sampling, no spawned processes.
 The first line on stdout is ``zeus-suite metrics: serving <url> ...`` (with the port the OS
 picked under ``--port 0``). Runs until Ctrl-C or SIGTERM, then exits with 0.
 
@@ -21,7 +21,7 @@ from zeus_core.exceptions import ZeusError
 from zeus_core.monitor._cli_measure import (
     StopRequested,
     add_device_arguments,
-    select_devices,
+    devices_to_read,
     stop_on_signals,
 )
 
@@ -55,22 +55,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Serve ``/metrics`` until interrupted; returns 0, 1 when nothing can be exported, 2 on a usage error."""
-    try:
-        gpus, cpus, notes = select_devices(args.simulate, args.gpu_indices, args.cpu_indices)
-    except ZeusError as e:
-        print(f"zeus-suite metrics: {e}", file=sys.stderr)
-        return 2
-    for note in notes:
-        logger.warning("%s", note)
-    if not gpus and not cpus:
-        print(
-            "zeus-suite metrics: nothing to export (no GPU, no readable RAPL). See `zeus-suite env`, "
-            "or try --simulate.",
-            file=sys.stderr,
-        )
-        return 1
-    from zeus_core.monitor.energy import ZeusMonitor
-    from zeus_core.monitor.prometheus import PrometheusExporter
+    chosen = devices_to_read("metrics", args, "export")
+    if isinstance(chosen, int):
+        return chosen
+    gpus, cpus = chosen
+    from zeus_core.monitor._energy import ZeusMonitor
+    from zeus_core.monitor._prometheus import PrometheusExporter
 
     monitor = ZeusMonitor(gpus=gpus, cpus=cpus, sync_execution_with=None)
     try:

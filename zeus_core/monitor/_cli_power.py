@@ -1,10 +1,10 @@
 """``zeus-suite power``: live power per device until Ctrl-C (or ``--duration``), then a summary.
 
 GPU power is sampled every ``--interval`` seconds by a
-:class:`~zeus_core.monitor.power.PowerMonitor`; CPU package and DRAM power come from RAPL
+:class:`~zeus_core.monitor._power.PowerMonitor`; CPU package and DRAM power come from RAPL
 energy deltas. Each display line (or the live table, in a terminal) shows the average power
 since the previous display. The summary's energy comes from the devices' energy counters where
-they have one (a :class:`~zeus_core.monitor.energy.ZeusMonitor` window), else from the sampled
+they have one (a :class:`~zeus_core.monitor._energy.ZeusMonitor` window), else from the sampled
 power. ``--csv`` writes the whole power timeline.
 """
 
@@ -17,14 +17,14 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from zeus_core.device.base import CPU, GPU
+from zeus_core.device._base import CPU, GPU
 from zeus_core.exceptions import ZeusError
 from zeus_core.monitor._cli_measure import (
     StopRequested,
     add_device_arguments,
+    devices_to_read,
     make_console,
     render_report,
-    select_devices,
     stop_on_signals,
 )
 
@@ -70,10 +70,13 @@ def run(args: argparse.Namespace) -> int:
     if args.duration is not None and args.duration < 0:
         print(f"zeus-suite power: --duration {args.duration}: must be >= 0 s.", file=sys.stderr)
         return 2
+    chosen = devices_to_read("power", args, "measure")
+    if isinstance(chosen, int):
+        return chosen
+    gpus, cpus = chosen
     try:
-        gpus, cpus, notes = select_devices(args.simulate, args.gpu_indices, args.cpu_indices)
-        from zeus_core.monitor.energy import ZeusMonitor
-        from zeus_core.monitor.power import PowerMonitor
+        from zeus_core.monitor._energy import ZeusMonitor
+        from zeus_core.monitor._power import PowerMonitor
 
         energy = ZeusMonitor(
             gpus=gpus, cpus=cpus, sync_execution_with=None, power_sample_interval_s=args.interval
@@ -82,15 +85,6 @@ def run(args: argparse.Namespace) -> int:
     except ZeusError as e:
         print(f"zeus-suite power: {e}", file=sys.stderr)
         return 2
-    for note in notes:
-        logger.warning("%s", note)
-    if not gpus and not cpus:
-        print(
-            "zeus-suite power: nothing to measure (no GPU, no readable RAPL). See `zeus-suite env`, "
-            "or try --simulate.",
-            file=sys.stderr,
-        )
-        return 1
 
     console = make_console(stderr=False)
     sim = " [simulated]" if power.simulated else ""

@@ -1,19 +1,30 @@
 """Trace-driven simulation of recurring training jobs; reproduces Zeus (NSDI'23).
 
 Everything it reports is simulated from measured traces (bundled: ``zeus_core.data.path("zeus_nsdi23")``).
-``zeus-suite reproduce nsdi23 --gpu v100`` runs the paper's experiment from the command line.
+``zeus-suite reproduce nsdi23 --gpu v100`` runs the paper's experiment from the command line. The
+policies: ``make_policy("zeus", ...)`` is ours (the suite's batch-size bandit), ``"zeus-0.16"`` the
+published one (needs ``zeus==0.16.0``), ``"default"`` and ``"grid"`` the paper's baselines.
+:func:`generate_variant` makes traces of GPUs that were never measured. See
+docs/optimizers/batch-size.md.
 
 Example:
-    >>> from zeus_core.simulate import load_nsdi23_traces, make_policy, simulate  # doctest: +SKIP
-    >>> trace = load_nsdi23_traces("v100")[2]                                       # doctest: +SKIP
-    >>> result = simulate(trace, make_policy("zeus", trace, seed=1), seed=1)        # doctest: +SKIP
-    >>> result.cost_j                                                               # doctest: +SKIP
+    >>> from zeus_core.simulate import DefaultPolicy, load_nsdi23_traces, make_policy, simulate
+    >>> trace = load_nsdi23_traces("v100")[5]  # sentiment140
+    >>> ours = simulate(trace, make_policy("zeus", trace, seed=1), seed=1)
+    >>> default = simulate(trace, DefaultPolicy(trace), seed=1)
+    >>> round(ours.cost_j / default.cost_j, 2) < 1
+    True
 """
 
 from __future__ import annotations
 
-from zeus_core.simulate.nsdi23 import PolicySummary, WorkloadReport, run_nsdi23, run_workload
-from zeus_core.simulate.policies import (
+from zeus_core.simulate._nsdi23 import (
+    PolicySummary,
+    WorkloadReport,
+    run_nsdi23,
+    run_workload,
+)
+from zeus_core.simulate._policies import (
     POLICIES,
     Choice,
     DefaultPolicy,
@@ -24,7 +35,8 @@ from zeus_core.simulate.policies import (
     ZeusPolicy,
     make_policy,
 )
-from zeus_core.simulate.simulator import (
+from zeus_core.simulate._published import PublishedZeusPolicy
+from zeus_core.simulate._simulator import (
     SimulationResult,
     TrialRecord,
     expected_fixed_cost,
@@ -33,7 +45,7 @@ from zeus_core.simulate.simulator import (
     oracle,
     simulate,
 )
-from zeus_core.simulate.traces import (
+from zeus_core.simulate._traces import (
     NSDI23_WORKLOADS,
     EpochProfile,
     Workload,
@@ -42,6 +54,7 @@ from zeus_core.simulate.traces import (
     load_nsdi23_traces,
     load_workload_trace,
 )
+from zeus_core.simulate._variants import generate_variant
 
 __all__ = [
     "Choice",
@@ -53,6 +66,7 @@ __all__ = [
     "POLICIES",
     "Policy",
     "PolicySummary",
+    "PublishedZeusPolicy",
     "SimulationResult",
     "TrialOutcome",
     "TrialRecord",
@@ -62,6 +76,7 @@ __all__ = [
     "ZeusPolicy",
     "default_trace_dir",
     "expected_fixed_cost",
+    "generate_variant",
     "jit_power_limit",
     "load_nsdi23_traces",
     "load_workload_trace",

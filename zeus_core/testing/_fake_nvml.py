@@ -17,14 +17,22 @@ Behaviour, as on real hardware:
 - ``library_found=False`` / ``driver_loaded=False`` make ``nvmlInit`` fail like a machine
   without the driver.
 
+Temperature follows the draw with one thermal time constant: it relaxes exponentially towards
+``ambient_c + thermal_resistance_c_per_w x draw`` (``nvmlDeviceGetTemperature(V)``). At
+``slowdown_c`` the GPU slows down (``nvmlDeviceGetCurrentClocksEventReasons`` reports
+``SwThermalSlowdown``) and draws ``slowdown_power_factor`` of its power until it has cooled by
+3 °C; ``leakage_per_c`` makes power grow with temperature. By default there is neither slowdown
+(``slowdown_c=None``) nor leakage, so energy follows ``power_w`` exactly; a spec asks for them.
+
 ``calls`` counts calls per function name. ``instant=True`` makes the energy counter advance by
 a fixed step per read without consulting the clock, for benchmarks that must see the caller's
 cost rather than the fake's.
 
 Example:
+    >>> from zeus_core.testing import VirtualClock
     >>> fake = FakeNVML([FakeGPUSpec.a40(), FakeGPUSpec.a40()], clock=VirtualClock())
     >>> with fake.install():
-    ...     from zeus_core.device.nvidia import nvidia_gpus
+    ...     from zeus_core.device._nvidia import nvidia_gpus
     ...     gpus = nvidia_gpus(environ={})
     >>> len(gpus)
     2
@@ -32,6 +40,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 import types
@@ -39,37 +48,34 @@ import uuid as _uuid
 from collections import defaultdict
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, ClassVar, Iterator, Sequence
 
 import pynvml as _real
 
-__all__ = ["FakeGPUSpec", "FakeNVML", "VirtualClock"]
+from zeus_core.testing._catalogue import GPU_CATALOGUE, Preset, gpu_product
+
+__all__ = ["FakeGPUSpec", "FakeNVML"]
 
 NVMLError = _real.NVMLError
 _ARCH = {name: getattr(_real, name) for name in dir(_real) if name.startswith("NVML_DEVICE_ARCH_")}
 
 
-class VirtualClock:
-    """A manual clock for the fake, s."""
-
-    def __init__(self, start: float = 1000.0) -> None:
-        self.now = float(start)
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        """Move time forward by ``seconds``."""
-        self.now += seconds
+# What each preset's fake GPU draws before its power limit caps it, W (the product facts come
+# from the GPU catalogue).
+_DRAW_W = {"a40": 250.0, "a100": 330.0, "h100": 560.0, "v100": 240.0, "p100": 150.0}
+_A40 = GPU_CATALOGUE["a40"]
 
 
-def _clocks(high: int, low: int, step: int) -> list[int]:
-    return list(range(high, low - 1, -step))
+def _nvml_architecture(architecture: str) -> int:
+    return int(getattr(_real, f"NVML_DEVICE_ARCH_{architecture.upper()}"))
 
 
 @dataclass
 class FakeGPUSpec:
     """One fake GPU: identity, architecture, power behaviour and clock tables.
+
+    The defaults are an NVIDIA A40; :meth:`preset` (or ``FakeGPUSpec.a40()``, ``.a100()``,
+    ``.h100()``, ``.v100()``, ``.p100()``) takes the product facts of a GPU in the catalogue.
 
     Attributes:
         name: Product name NVML reports.
@@ -82,85 +88,60 @@ class FakeGPUSpec:
         instant_power_field: Whether ``NVML_FI_DEV_POWER_INSTANT`` answers (newer drivers).
         power_limit_settable: ``False`` makes the limit setter raise ``NotSupported``.
         energy_start_j: Counter value at creation, J.
+        ambient_c: Temperature of an idle, cooled-down GPU (and at creation), °C.
+        thermal_resistance_c_per_w: Steady-state temperature rise per watt drawn, °C/W.
+        thermal_time_constant_s: How fast temperature follows power (1/e of the way per constant), s.
+        slowdown_c: Temperature where thermal slowdown starts, °C (released 3 °C below); ``None``:
+            the GPU never slows down.
+        slowdown_power_factor: Share of its power the GPU draws while slowed down.
+        leakage_per_c: Relative power increase per °C above ``ambient_c`` (0: none).
+
+    Example:
+        >>> FakeGPUSpec.h100().max_limit_w, FakeGPUSpec.preset("v100", power_w=200.0).power_w
+        (700.0, 200.0)
     """
 
-    name: str = "NVIDIA A40"
-    arch: int = _real.NVML_DEVICE_ARCH_AMPERE
-    min_limit_w: float = 100.0
-    max_limit_w: float = 300.0
-    default_limit_w: float = 300.0
-    power_w: float = 250.0
-    memory_clocks_mhz: list[int] = field(default_factory=lambda: [7251, 5001, 810, 405])
-    sm_clocks_mhz: list[int] = field(default_factory=lambda: _clocks(1740, 210, 15))
+    name: str = _A40.name
+    arch: int = _nvml_architecture(_A40.architecture)
+    min_limit_w: float = _A40.limits.min_w
+    max_limit_w: float = _A40.limits.max_w
+    default_limit_w: float = _A40.limits.default_w
+    power_w: float = _DRAW_W["a40"]
+    memory_clocks_mhz: list[int] = field(default_factory=lambda: list(_A40.memory_clocks_mhz))
+    sm_clocks_mhz: list[int] = field(default_factory=lambda: _A40.clocks().clocks_mhz())
     uuid: str | None = None
-    instant_power_field: bool = True
+    instant_power_field: bool = _A40.instant_power_field
     power_limit_settable: bool = True
     energy_start_j: float = 123456.0
+    ambient_c: float = 30.0
+    thermal_resistance_c_per_w: float = 0.09
+    thermal_time_constant_s: float = 60.0
+    slowdown_c: float | None = None
+    slowdown_power_factor: float = 0.8
+    leakage_per_c: float = 0.0
+    a40: ClassVar[Preset[FakeGPUSpec]] = Preset()
+    a100: ClassVar[Preset[FakeGPUSpec]] = Preset()
+    h100: ClassVar[Preset[FakeGPUSpec]] = Preset()
+    v100: ClassVar[Preset[FakeGPUSpec]] = Preset()
+    p100: ClassVar[Preset[FakeGPUSpec]] = Preset()
 
     @classmethod
-    def a40(cls, **kw: Any) -> "FakeGPUSpec":
-        """NVIDIA A40 (Ampere, 100-300 W)."""
-        return cls(**kw)
-
-    @classmethod
-    def a100(cls, **kw: Any) -> "FakeGPUSpec":
-        """NVIDIA A100-SXM4-40GB (Ampere, 100-400 W)."""
-        base = dict(
-            name="NVIDIA A100-SXM4-40GB",
-            max_limit_w=400.0,
-            default_limit_w=400.0,
-            power_w=330.0,
-            memory_clocks_mhz=[1215],
-            sm_clocks_mhz=_clocks(1410, 210, 15),
+    def preset(cls, gpu: str, **kw: Any) -> FakeGPUSpec:
+        """A fake of a catalogued GPU (``"a40"``, ``"h100"``, ``"v100"``, ...), with ``kw`` applied."""
+        product = gpu_product(gpu)
+        clocks = product.sm_clocks
+        facts: dict[str, Any] = dict(
+            name=product.name,
+            arch=_nvml_architecture(product.architecture),
+            min_limit_w=product.limits.min_w,
+            max_limit_w=product.limits.max_w,
+            default_limit_w=product.limits.default_w,
+            power_w=_DRAW_W.get(product.key, 0.8 * product.limits.max_w),
+            memory_clocks_mhz=list(product.memory_clocks_mhz),
+            sm_clocks_mhz=[] if clocks is None else clocks.clocks_mhz(),
+            instant_power_field=product.instant_power_field,
         )
-        return cls(**{**base, **kw})
-
-    @classmethod
-    def h100(cls, **kw: Any) -> "FakeGPUSpec":
-        """NVIDIA H100 80GB HBM3 (Hopper, 200-700 W)."""
-        base = dict(
-            name="NVIDIA H100 80GB HBM3",
-            arch=_real.NVML_DEVICE_ARCH_HOPPER,
-            min_limit_w=200.0,
-            max_limit_w=700.0,
-            default_limit_w=700.0,
-            power_w=560.0,
-            memory_clocks_mhz=[2619],
-            sm_clocks_mhz=_clocks(1980, 345, 15),
-        )
-        return cls(**{**base, **kw})
-
-    @classmethod
-    def v100(cls, **kw: Any) -> "FakeGPUSpec":
-        """Tesla V100-SXM2-32GB (Volta, the first with an energy counter)."""
-        base = dict(
-            name="Tesla V100-SXM2-32GB",
-            arch=_real.NVML_DEVICE_ARCH_VOLTA,
-            min_limit_w=150.0,
-            max_limit_w=300.0,
-            default_limit_w=300.0,
-            power_w=240.0,
-            memory_clocks_mhz=[877],
-            sm_clocks_mhz=_clocks(1530, 135, 15),
-            instant_power_field=False,
-        )
-        return cls(**{**base, **kw})
-
-    @classmethod
-    def p100(cls, **kw: Any) -> "FakeGPUSpec":
-        """Tesla P100-PCIE-16GB (Pascal: no energy counter, no instant-power field)."""
-        base = dict(
-            name="Tesla P100-PCIE-16GB",
-            arch=_real.NVML_DEVICE_ARCH_PASCAL,
-            min_limit_w=125.0,
-            max_limit_w=250.0,
-            default_limit_w=250.0,
-            power_w=150.0,
-            memory_clocks_mhz=[715],
-            sm_clocks_mhz=_clocks(1328, 544, 13),
-            instant_power_field=False,
-        )
-        return cls(**{**base, **kw})
+        return cls(**{**facts, **kw})
 
 
 class FakeDevice:
@@ -177,15 +158,44 @@ class FakeDevice:
         self.energy_mj = spec.energy_start_j * 1000.0
         self.instant_mj = int(self.energy_mj)  # the counter in instant mode (see FakeNVML)
         self._last = now
+        self.temperature_c = spec.ambient_c
+        self.slowed_down = False
 
     def draw_w(self) -> float:
-        """Current draw, W: ``power_w`` capped by the power limit."""
-        return min(self.power_w, self.power_limit_mw / 1000.0)
+        """Current draw, W: ``power_w`` (with leakage and slowdown) capped by the power limit."""
+        return min(self.power_w * self._thermal_factor(), self.power_limit_mw / 1000.0)
 
     def accumulate(self, now: float) -> None:
-        """Advance the energy counter to ``now``."""
+        """Advance the energy counter (and the temperature) to ``now``."""
         self.energy_mj += self.draw_w() * (now - self._last) * 1000.0
+        self._advance_thermal(now - self._last)
         self._last = now
+
+    def _thermal_factor(self) -> float:
+        spec = self.spec
+        leak = 1.0 + spec.leakage_per_c * max(0.0, self.temperature_c - spec.ambient_c)
+        return leak * (spec.slowdown_power_factor if self.slowed_down else 1.0)
+
+    def _advance_thermal(self, dt: float) -> None:
+        """Temperature relaxes towards ambient + R x draw, in steps short against the time constant."""
+        spec = self.spec
+        tau = max(spec.thermal_time_constant_s, 1e-9)
+        while dt > 0:
+            h = min(dt, tau / 50.0)
+            target = spec.ambient_c + spec.thermal_resistance_c_per_w * self.draw_w()
+            self.temperature_c = target + (self.temperature_c - target) * math.exp(-h / tau)
+            if spec.slowdown_c is not None and self.temperature_c >= spec.slowdown_c:
+                self.slowed_down = True
+            elif spec.slowdown_c is None or self.temperature_c <= spec.slowdown_c - 3.0:
+                self.slowed_down = False
+            dt -= h
+
+    def clock_event_mask(self) -> int:
+        """NVML clock-event reasons now: thermal slowdown when hot, power cap when the limit bites."""
+        mask = _real.nvmlClocksEventReasonSwThermalSlowdown if self.slowed_down else 0
+        if self.power_w * self._thermal_factor() > self.power_limit_mw / 1000.0:
+            mask |= _real.nvmlClocksEventReasonSwPowerCap
+        return mask
 
     def __repr__(self) -> str:
         return f"<FakeDevice {self.index} {self.spec.name}>"
@@ -224,6 +234,20 @@ class FakeNVML(types.ModuleType):
     Attributes:
         devices: The :class:`FakeDevice` states (also the handles), by NVML index.
         calls: Number of calls per NVML function name.
+
+    Example:
+        >>> from zeus_core.testing import FakeGPUSpec, FakeNVML, VirtualClock
+        >>> clock = VirtualClock()
+        >>> fake = FakeNVML([FakeGPUSpec.h100(power_w=500.0)], clock=clock)
+        >>> with fake.install():
+        ...     from zeus_core import NVIDIAGPU
+        ...     gpu = NVIDIAGPU(0)
+        ...     start = gpu.get_total_energy()
+        ...     clock.advance(2.0)
+        ...     gpu.get_total_energy() - start
+        1000.0
+        >>> fake.calls["nvmlDeviceGetTotalEnergyConsumption"]
+        2
     """
 
     def __init__(
@@ -400,6 +424,34 @@ class FakeNVML(types.ModuleType):
             else:
                 out.append(_FieldValue(fid, scope, _real.NVML_ERROR_NOT_SUPPORTED, 0, ts))
         return out
+
+    # -- temperature and clock events ---------------------------------------------------------------
+    def nvmlDeviceGetTemperature(self, handle: Any, sensor: int) -> int:
+        self.calls["nvmlDeviceGetTemperature"] += 1
+        return self._temperature(handle, sensor)
+
+    def nvmlDeviceGetTemperatureV(self, handle: Any, sensor: int, version: Any = None) -> int:
+        self.calls["nvmlDeviceGetTemperatureV"] += 1
+        return self._temperature(handle, sensor)
+
+    def _temperature(self, handle: Any, sensor: int) -> int:
+        dev = self._dev(handle)
+        if sensor != _real.NVML_TEMPERATURE_GPU:
+            raise NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
+        dev.accumulate(self.clock())
+        return int(round(dev.temperature_c))  # NVML reports whole degrees
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Any) -> int:
+        self.calls["nvmlDeviceGetCurrentClocksEventReasons"] += 1
+        dev = self._dev(handle)
+        dev.accumulate(self.clock())
+        return dev.clock_event_mask()
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: Any) -> int:
+        self.calls["nvmlDeviceGetCurrentClocksThrottleReasons"] += 1
+        dev = self._dev(handle)
+        dev.accumulate(self.clock())
+        return dev.clock_event_mask()
 
     # -- power limit ------------------------------------------------------------------------------
     def nvmlDeviceGetPowerManagementLimitConstraints(self, handle: Any) -> list[int]:

@@ -1,26 +1,8 @@
 """A simulated GPU for pipelines: work that slows down as the SM clock drops, power that follows it.
 
-Perseus saves energy by slowing instructions that have slack. On a simulated GPU that only
-*meters* the CPU time of a process, slowing the clock costs nothing, so every plan would look
-free. :class:`SimulatedPipelineGPU` closes that gap: :meth:`SimulatedPipelineGPU.run` takes an
-:class:`InstructionWork` and keeps the simulated GPU busy for as long as that work takes at the
-clock the GPU is running at (re-read every ``slice_s``, so a clock change mid-instruction counts),
-then goes idle. Plans, measured times and measured energies then follow the model below, and
-every figure a run reports is marked simulated (the GPU's name ends in ``(simulated)``).
-
-The model (the standard DVFS model of GPU kernels, as in Mei, Wang, Chu, Liu: "A Survey and
-Measurement Study of GPU DVFS on Energy Conservation", Digital Communications and Networks 3(2),
-2017, and in :class:`zeus_core.testing._simulated_gpu.PhysicalModel`), with ``f`` the SM clock and
-``f_max`` the highest clock:
-
-* **time**: an instruction has a compute-bound share ``compute_s`` (at ``f_max``) that scales
-  with ``1/f`` and a memory-bound share ``memory_s`` that does not:
-  ``T(f) = memory_s + compute_s · f_max / f``;
-* **power** follows clock and utilization: ``P = static + u · dynamic · (f / f_max) · V(f)²``,
-  where ``V(f)`` rises linearly from ``v_min`` at ``f_min`` to 1 at ``f_max`` and ``u`` is the
-  SM utilization of the running share (``compute_activity`` while compute-bound,
-  ``memory_activity`` while memory-bound); ``idle_power_w`` while no work runs (blocked on
-  communication).
+On a GPU that only meters CPU time, slowing the clock would cost nothing and every Perseus plan
+would look free; :class:`SimulatedPipelineGPU` runs :class:`InstructionWork` for as long as it takes
+at the current clock. docs/simulating.md gives the model.
 
 Example:
     >>> from zeus_core.testing import VirtualClock
@@ -38,14 +20,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from zeus_core.device.base import Clock
+from zeus_core.device._base import Clock
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.testing._simulated_gpu import GpuBehavior, PhysicalModel, SimulatedGPU, VirtualClock
+from zeus_core.testing._clock import VirtualClock
+from zeus_core.testing._gpu_models import GpuBehavior, PhysicalModel
+from zeus_core.testing._simulated_gpu import SimulatedGPU
 
-__all__ = ["InstructionWork", "PipelineGpuModel", "SimulatedPipelineGPU", "PIPELINE_GPU_PRESETS"]
-
-#: Preset name -> PhysicalModel factory.
-PIPELINE_GPU_PRESETS = {"a40": PhysicalModel.a40, "a100": PhysicalModel.a100, "h100": PhysicalModel.h100}
+__all__ = ["InstructionWork", "PipelineGpuModel", "SimulatedPipelineGPU"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +41,12 @@ class InstructionWork:
 
     Raises:
         ZeusConfigError: A negative time, no work at all, or an activity outside (0, 1].
+
+    Example:
+        >>> from zeus_core.testing import InstructionWork, PhysicalModel
+        >>> work = InstructionWork(compute_s=0.010, memory_s=0.002)
+        >>> round(work.time_at(PhysicalModel.a40(), 870), 4), work.scaled(2.0).compute_s
+        (0.022, 0.02)
     """
 
     compute_s: float
@@ -92,14 +79,9 @@ class InstructionWork:
         """GPU energy at SM clock ``sm_mhz``, J."""
         f = min(max(sm_mhz, model.f_min_mhz), model.f_max_mhz)
         compute_t = self.compute_s * model.f_max_mhz / f
-        return compute_t * _power(model, f, self.compute_activity) + self.memory_s * _power(
-            model, f, self.memory_activity
+        return compute_t * model.power_at(f, self.compute_activity) + self.memory_s * model.power_at(
+            f, self.memory_activity
         )
-
-
-def _power(model: PhysicalModel, f: float, activity: float) -> float:
-    v = model.v_min + (1.0 - model.v_min) * (f - model.f_min_mhz) / (model.f_max_mhz - model.f_min_mhz)
-    return model.static_power_w + activity * model.dynamic_power_w * (f / model.f_max_mhz) * v * v
 
 
 @dataclass
@@ -125,14 +107,14 @@ class PipelineGpuModel(GpuBehavior):
     def step(self, power_limit_w: float, sm_mhz: int | None) -> tuple[float, float]:
         """Time of one unit of the model's work (s) and the power at the current utilization (W)."""
         f = self.model.effective_frequency(power_limit_w, sm_mhz)
-        return self.model.time_at(f), _power(self.model, f, self.activity)
+        return self.model.time_at(f), self.model.power_at(f, self.activity)
 
 
 class SimulatedPipelineGPU(SimulatedGPU):
     """A :class:`SimulatedGPU` that runs :class:`InstructionWork` at the speed of its current clock.
 
     Args:
-        preset: ``"a40"``, ``"a100"``, ``"h100"`` (see :data:`PIPELINE_GPU_PRESETS`) or a
+        preset: ``"a40"``, ``"a100"``, ``"h100"`` (see :meth:`PhysicalModel.preset`) or a
             :class:`PhysicalModel`.
         index: Device index it reports.
         clock: Time source (wall clock by default: :meth:`run` sleeps; a :class:`VirtualClock`
@@ -142,6 +124,13 @@ class SimulatedPipelineGPU(SimulatedGPU):
 
     Raises:
         ZeusConfigError: Unknown preset or a non-positive ``slice_s``.
+
+    Example:
+        >>> from zeus_core.testing import InstructionWork, SimulatedPipelineGPU, VirtualClock
+        >>> gpu = SimulatedPipelineGPU("a100", clock=VirtualClock())
+        >>> gpu.set_locked_sm_frequency(705)  # half the A100's top clock
+        >>> round(gpu.run(InstructionWork(compute_s=0.010)), 4)
+        0.02
     """
 
     def __init__(
@@ -153,17 +142,7 @@ class SimulatedPipelineGPU(SimulatedGPU):
         seed: int | None = None,
         slice_s: float = 0.002,
     ) -> None:
-        if isinstance(preset, str):
-            try:
-                model = PIPELINE_GPU_PRESETS[preset.lower()]()
-            except KeyError:
-                raise ZeusConfigError(
-                    f"SimulatedPipelineGPU({preset!r}): unknown preset; use one of "
-                    f"{sorted(PIPELINE_GPU_PRESETS)} "
-                    "or pass a PhysicalModel."
-                ) from None
-        else:
-            model = preset
+        model = PhysicalModel.preset(preset) if isinstance(preset, str) else preset
         if slice_s <= 0:
             raise ZeusConfigError(f"SimulatedPipelineGPU(slice_s={slice_s}): must be > 0 s.")
         # busy only while InstructionWork runs (not while the rank's CPU waits or computes elsewhere)

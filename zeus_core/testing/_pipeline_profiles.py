@@ -28,9 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.pipeline_frequency.profile import InstructionProfile, ProfileMeasurement
-from zeus_core.optimizer.pipeline_frequency.schedule import SPLIT_BACKWARD, InstructionKind
-from zeus_core.testing._simulated_gpu import PhysicalModel
+from zeus_core.optimizer.pipeline_frequency._profile import InstructionProfile, ProfileMeasurement
+from zeus_core.optimizer.pipeline_frequency._schedule import SPLIT_BACKWARD, InstructionKind
+from zeus_core.testing._gpu_models import PhysicalModel
 
 __all__ = ["PhysicalGpuSpec", "PHYSICAL_GPUS", "stage_weights", "physical_instruction_profile"]
 
@@ -62,7 +62,6 @@ class PhysicalGpuSpec:
     sweep_step_mhz: int
 
 
-#: Built-in GPU specs: ``"a100"`` (SXM4 40 GB: 210–1410 MHz, 400 W) and ``"a40"`` (210–1740 MHz, 300 W).
 PHYSICAL_GPUS: dict[str, PhysicalGpuSpec] = {
     "a100": PhysicalGpuSpec(
         model=PhysicalModel.a100(),
@@ -87,6 +86,15 @@ PHYSICAL_GPUS: dict[str, PhysicalGpuSpec] = {
         sweep_step_mhz=15,
     ),
 }
+"""The GPUs :func:`physical_instruction_profile` models by name, with their per-instruction workload.
+
+``"a100"`` (SXM4 40 GB: 210–1410 MHz, 400 W) and ``"a40"`` (210–1740 MHz, 300 W).
+
+Example:
+    >>> from zeus_core.testing import PHYSICAL_GPUS
+    >>> sorted(PHYSICAL_GPUS), PHYSICAL_GPUS["a100"].blocking_power_w
+    (['a100', 'a40'], 80.0)
+"""
 
 
 def stage_weights(
@@ -136,6 +144,15 @@ def physical_instruction_profile(
 
     Raises:
         ZeusConfigError: Unknown GPU name, or bad sizes.
+
+    Example:
+        >>> from zeus_core.testing import physical_instruction_profile
+        >>> profile = physical_instruction_profile("a100", 2)
+        >>> profile.stages, profile.simulated
+        ([0, 1], True)
+        >>> fastest = profile.get(0, "forward")[0]  # the highest clock first
+        >>> fastest.frequency_mhz, fastest.time_s < profile.get(0, "forward")[-1].time_s
+        (1410, True)
     """
     if isinstance(gpu, str):
         try:

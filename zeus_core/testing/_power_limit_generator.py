@@ -1,39 +1,12 @@
 """Generated power-limit profiles: a physical model of GPUs under a power cap, with noise.
 
-The power-limit optimizer must decide well on GPUs and workloads it was never tuned on, so it is
-developed against *generated* profiles (many GPUs, random workloads, random noise) and only
-checked against measured ones. This module is that generator.
-
-**Physics** (:class:`Workload`). A GPU's SM clock ``f`` (a fraction of its top clock) sets its
-voltage ``V(f) = max(v_min, f)`` — the DVFS curve, flat below the *knee* ``f = v_min`` where the
-voltage cannot fall further — and its power::
-
-    P(f) = P_static + P_dynamic · a · f · V(f)²          (W)
-
-where ``a`` is how busy the SMs are (memory-bound work toggles fewer transistors). Under a power
-limit ``L`` the GPU runs at the highest clock with ``P(f) <= L`` (never below ``f_floor``, 10 %); above
-the workload's own draw at the top clock the limit does nothing (a plateau). A step takes::
-
-    t(f) = t_top · (c / f + (1 − c))                     (s)
-
-where ``c`` is the compute-bound share of the step; the memory-bound rest does not speed up with
-the clock (a memory plateau). So energy per step ``P·t`` falls as the limit drops while the
-voltage falls (cubic power, linear time) and rises again below the knee, where power only falls
-linearly but static power is paid for longer: the energy optimum sits near the knee, and
-memory-bound workloads (small ``c``) lose little time under low limits. Real GPUs enforce a
-limit a little below it; the draw is ``enforcement`` (0.95–1.0) × the limit when capped.
-
-**GPUs** (:data:`GPUS`): power-limit ranges from the vendors' public specifications (the range
-``nvidia-smi -q -d POWER`` reports), and the limit step the optimizer should use.
-
-**Noise** (:class:`StepNoise`): per-step jitter of time and power (Gaussian, relative), stalls
-(with a small probability a step takes ``stall_factor`` × longer, the extra time at idle power,
-like a data-loader hiccup or a checkpoint write), and a warm-up transient after every limit
-change (the first steps run at the previous limit's time and power, converging geometrically).
+The power-limit optimizer is developed against generated profiles (many GPUs, random workloads,
+random noise) and only checked against measured ones. docs/simulating.md describes the physics
+(a DVFS curve with a voltage knee, memory-bound plateaus) and the noise (jitter, stalls, warm-up).
 
 Example:
     >>> import random
-    >>> w = Workload.random(GPUS["A100"], random.Random(0))
+    >>> w = PowerLimitWorkload.random(GPUS["A100"], random.Random(0))
     >>> t_top, p_top = w.step(400.0)
     >>> t_low, p_low = w.step(200.0)
     >>> t_low >= t_top and p_low <= 200.0
@@ -46,7 +19,9 @@ import math
 import random
 from dataclasses import dataclass
 
-__all__ = ["GpuModel", "GPUS", "Workload", "StepNoise", "NoisyRun", "generate"]
+from zeus_core.testing._catalogue import gpu_product
+
+__all__ = ["GpuModel", "GPUS", "PowerLimitWorkload", "StepNoise", "NoisyRun", "generate"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +33,11 @@ class GpuModel:
         min_w: Lowest settable power limit, W.
         max_w: Highest (default) power limit, W.
         pl_step_w: Spacing of the limits to profile, W (Zeus's 25 W where the range allows ~9 limits).
+
+    Example:
+        >>> from zeus_core.testing import GpuModel
+        >>> GpuModel.of("V100").limits()
+        [300.0, 275.0, 250.0, 225.0, 200.0, 175.0, 150.0]
     """
 
     name: str
@@ -70,20 +50,29 @@ class GpuModel:
         count = int(math.floor((self.max_w - self.min_w) / self.pl_step_w + 1e-9))
         return [self.max_w - i * self.pl_step_w for i in range(count + 1)]
 
+    @classmethod
+    def of(cls, gpu: str, pl_step_w: float = 25.0) -> GpuModel:
+        """The power-limit range of a GPU in the catalogue (``"A100"``, ``"RTX 6000"``, ...)."""
+        product = gpu_product(gpu)
+        return cls(product.name, product.limits.min_w, product.limits.max_w, pl_step_w)
 
-GPUS: dict[str, GpuModel] = {
-    "V100": GpuModel("Tesla V100-SXM2-32GB", 150.0, 300.0),
-    "A100": GpuModel("NVIDIA A100-SXM4-40GB", 100.0, 400.0),
-    "H100": GpuModel("NVIDIA H100 80GB HBM3", 200.0, 700.0, 50.0),
-    "RTX 6000": GpuModel("Quadro RTX 6000", 100.0, 260.0, 20.0),
-    "A40": GpuModel("NVIDIA A40", 100.0, 300.0),
-    "L4": GpuModel("NVIDIA L4", 40.0, 72.0, 4.0),
-}
-"""GPU models by short name: limit ranges from NVIDIA's data sheets (SXM parts at their TDP)."""
+
+# The GPUs of generated workloads, in the order generate() cycles through them, and the spacing
+# of the limits a sweep profiles on each, W.
+_SWEEP_STEPS_W = {"V100": 25.0, "A100": 25.0, "H100": 50.0, "RTX 6000": 20.0, "A40": 25.0, "L4": 4.0}
+
+GPUS: dict[str, GpuModel] = {label: GpuModel.of(label, step) for label, step in _SWEEP_STEPS_W.items()}
+"""GPU models by short name: limit ranges from the GPU catalogue (SXM parts at their TDP).
+
+Example:
+    >>> from zeus_core.testing import GPUS
+    >>> list(GPUS), GPUS["H100"].limits()[:3]
+    (['V100', 'A100', 'H100', 'RTX 6000', 'A40', 'L4'], [700.0, 650.0, 600.0])
+"""
 
 
 @dataclass(frozen=True)
-class Workload:
+class PowerLimitWorkload:
     """One training workload on one GPU model (see the module docstring for the model).
 
     Attributes:
@@ -97,6 +86,15 @@ class Workload:
         f_floor: Lowest clock fraction the GPU runs at under any limit.
         enforcement: Draw under an active cap, as a fraction of the limit.
         idle_w: Power while the GPU waits (stalls), W.
+
+    Example:
+        >>> import random
+        >>> from zeus_core.testing import GPUS, PowerLimitWorkload
+        >>> workload = PowerLimitWorkload.random(GPUS["A100"], random.Random(0))
+        >>> t_top, p_top = workload.step(400.0)
+        >>> t_low, p_low = workload.step(200.0)
+        >>> t_low >= t_top and p_low <= 200.0
+        True
     """
 
     gpu: GpuModel
@@ -111,7 +109,7 @@ class Workload:
     idle_w: float = 60.0
 
     @classmethod
-    def random(cls, gpu: GpuModel, rng: random.Random) -> "Workload":
+    def random(cls, gpu: GpuModel, rng: random.Random) -> "PowerLimitWorkload":
         """A random plausible workload on ``gpu``: from memory-bound to compute-bound, light to heavy.
 
         The draw at the top clock ranges from 55 % to 115 % of the top limit, so some workloads
@@ -172,6 +170,11 @@ class StepNoise:
         stall_factor: A stalled step lasts this many times as long; the extra time at idle power.
         transient_steps: After a limit change, steps whose time and power still lean towards the
             previous limit's (the lean halves every step).
+
+    Example:
+        >>> from zeus_core.testing import StepNoise
+        >>> StepNoise.realistic().describe(), StepNoise.none().describe()
+        ('5% jitter + stalls', 'none')
     """
 
     jitter: float = 0.0
@@ -205,9 +208,16 @@ class NoisyRun:
         workload: The workload.
         noise: The noise model.
         seed: Seed of the run's random draws.
+
+    Example:
+        >>> from zeus_core.testing import NoisyRun, StepNoise, generate
+        >>> run = NoisyRun(generate(1, seed=0)[0], StepNoise.realistic(), seed=0)
+        >>> busy_s, power_w, idle_s = run.step(250.0)
+        >>> busy_s > 0 and power_w <= 250.0 and idle_s >= 0
+        True
     """
 
-    def __init__(self, workload: Workload, noise: StepNoise, seed: int) -> None:
+    def __init__(self, workload: PowerLimitWorkload, noise: StepNoise, seed: int) -> None:
         self.workload = workload
         self.noise = noise
         self._rng = random.Random(seed)
@@ -235,7 +245,7 @@ class NoisyRun:
         return t, min(p, limit_w), idle  # a cap holds the average draw at or under the limit
 
 
-def generate(count: int, seed: int = 0, gpus: list[str] | None = None) -> list[Workload]:
+def generate(count: int, seed: int = 0, gpus: list[str] | None = None) -> list[PowerLimitWorkload]:
     """``count`` random workloads, cycling over the GPU models (all of :data:`GPUS` by default).
 
     Args:
@@ -245,10 +255,15 @@ def generate(count: int, seed: int = 0, gpus: list[str] | None = None) -> list[W
 
     Raises:
         KeyError: An unknown GPU name (the message lists the known ones).
+
+    Example:
+        >>> from zeus_core.testing import generate
+        >>> [w.gpu.name for w in generate(3, seed=0, gpus=["A40", "H100"])]
+        ['NVIDIA A40', 'NVIDIA H100 80GB HBM3', 'NVIDIA A40']
     """
     names = list(GPUS) if gpus is None else gpus
     unknown = [n for n in names if n not in GPUS]
     if unknown:
         raise KeyError(f"Unknown GPU model(s) {unknown}; known: {list(GPUS)}.")
     rng = random.Random(seed)
-    return [Workload.random(GPUS[names[i % len(names)]], rng) for i in range(count)]
+    return [PowerLimitWorkload.random(GPUS[names[i % len(names)]], rng) for i in range(count)]

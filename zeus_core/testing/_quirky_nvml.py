@@ -24,7 +24,7 @@ power exactly (J). The idealized :class:`FakeNVML` stays for tests that need exa
 Example:
     >>> fake = QuirkyNVML([FakeGPUSpec.h100()], quirks=Quirks.hopper(), profiles=[square_wave()])
     >>> with fake.install():
-    ...     from zeus_core.device.nvidia import nvidia_gpus
+    ...     from zeus_core.device._nvidia import nvidia_gpus
     ...     gpu = nvidia_gpus(environ={})[0]
 """
 
@@ -55,6 +55,11 @@ class Quirks:
         power_usage_average_s: ``nvmlDeviceGetPowerUsage`` averages over this trailing window, s
             (``0``: it is instantaneous).
         instant_field: Whether ``NVML_FI_DEV_POWER_INSTANT`` / ``..._AVERAGE`` answer.
+
+    Example:
+        >>> from zeus_core.testing import Quirks
+        >>> Quirks.hopper().counter_period_s, Quirks.volta().power_usage_average_s
+        (0.1, 0.0)
     """
 
     counter_period_s: float = 0.1
@@ -108,6 +113,12 @@ class StepProfile:
         segments: ``(duration_s, watts)`` pairs, in order.
         repeat: Repeat the segments forever; otherwise the last level holds after them.
         start: Clock time at which the first segment starts, s.
+
+    Example:
+        >>> from zeus_core.testing import StepProfile
+        >>> burst = StepProfile([(0.5, 300.0), (0.5, 100.0)])
+        >>> burst.power(0.25), burst.power(0.75), burst.energy(0.0, 2.0)
+        (300.0, 100.0, 400.0)
     """
 
     def __init__(
@@ -151,7 +162,14 @@ class StepProfile:
 
 
 def square_wave(low_w: float = 100.0, high_w: float = 300.0, half_period_s: float = 0.015) -> StepProfile:
-    """Power alternating between ``low_w`` and ``high_w`` every ``half_period_s``."""
+    """Power alternating between ``low_w`` and ``high_w`` every ``half_period_s`` (high first).
+
+    Example:
+        >>> from zeus_core.testing import square_wave
+        >>> wave = square_wave(100.0, 300.0, 0.015)
+        >>> wave.power(0.01), wave.power(0.02)
+        (300.0, 100.0)
+    """
     return StepProfile([(half_period_s, high_w), (half_period_s, low_w)])
 
 
@@ -171,6 +189,13 @@ class QuirkyNVML(FakeNVML):
         sleep: How a call waits out its latency (``time.sleep``; releases the GIL).
         seed: Seeds the counter phases and the instants at which reads sample.
         **kw: Passed to :class:`FakeNVML` (``root``, ...).
+
+    Example:
+        >>> from zeus_core.testing import FakeGPUSpec, Quirks, QuirkyNVML, VirtualClock, square_wave
+        >>> clock = VirtualClock()
+        >>> fake = QuirkyNVML([FakeGPUSpec.a40()], quirks=Quirks.ideal(), profiles=[square_wave()])
+        >>> fake.true_energy(0, 0.0, 0.03)  # one period of 300 W then 100 W, J
+        6.0
     """
 
     def __init__(

@@ -20,7 +20,7 @@ Example:
     >>> round(t300, 4), round(e300 / t300)  # a 20 ms step at 100 W scaled to 6.9 ms at 300 W
     (0.0069, 259)
     >>> with replay.install():
-    ...     from zeus_core.device.nvidia import nvidia_gpus
+    ...     from zeus_core.device._nvidia import nvidia_gpus
     ...     gpus = nvidia_gpus(environ={})
     ...     replay.step()
     >>> [g.name for g in gpus]
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Iterator
 
 from zeus_core.testing._fake_nvml import FakeDevice, FakeGPUSpec, FakeNVML
-from zeus_core.testing._simulated_gpu import MeasuredProfile
+from zeus_core.testing._gpu_models import MeasuredProfile
 
 __all__ = ["RealTimeReplay"]
 

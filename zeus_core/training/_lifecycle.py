@@ -1,46 +1,39 @@
 """TrainingLifecycle: the one lifecycle every framework adapter drives.
 
-Adapters (Lightning, Lightning Fabric, Hugging Face, Accelerate) only translate their framework's
-events into calls on a :class:`TrainingLifecycle`; everything else is written once, here:
-
-* **Once per window.** ``begin_train`` / ``end_train`` / ``abort`` run exactly once per run; a run
-  left open (a failing Hugging Face ``train()``, which calls no hook) is aborted when the next run
-  begins, when the lifecycle is garbage-collected, or when the interpreter exits, so the
-  optimizers' ``on_train_end`` (which restores GPU settings) always runs.
-* **One CPU reader per machine.** Only local rank 0 reads CPU packages and DRAM (RAPL), so
-  ``torchrun`` and Accelerate count CPU energy once, not once per process.
-* **Device mapping.** :func:`gpu_indices_of` turns a framework's devices into GPU indices.
-* **Stages.** Validation, test and predict have their own windows and keys
-  (``energy/val/total_j`` ...), and training figures exclude them unless asked.
-* **Checkpoints.** :meth:`TrainingLifecycle.state_dict` is versioned; old states load, and a state
-  saved inside an epoch continues that epoch (with the epochs before it in the history).
-* **Visible by default.** Per-epoch and end-of-run summaries go through :mod:`zeus_core.console`.
-* **No GPU.** ``simulate="a40"`` measures a simulated GPU (busy while steps run) when no GPU is found.
+Adapters only translate their framework's events into calls on a :class:`TrainingLifecycle`; ending
+a run exactly once, one CPU reader per machine, stages, checkpoints, summaries and the ``simulate=``
+stand-in are written once, here. docs/integrations.md lists what it guarantees.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import sys
 import weakref
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import Any, Iterable
 
-from zeus_core import console, distributed
-from zeus_core.callback import TrainingProtocol
+from zeus_core import _distributed as distributed
+from zeus_core import console
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.testing import PhysicalModel, SimulatedGPU
+from zeus_core.monitor._energy import ZeusMonitor
+from zeus_core.testing import SimulatedGPU
+from zeus_core.testing._stand_in import simulated_gpu, simulated_stand_in
+from zeus_core.training._insights import EnergyInsights, InsightsRun
+from zeus_core.training._options import TrialOptions, ZeusOptimizers, check_options
 from zeus_core.training._tracker import STAGES, TrainingTracker, check_tracker_args, metric_key, stage_key
+from zeus_core.training._trial_reporter import TrialReporter, trial_reporter
 
-if TYPE_CHECKING:
-    from zeus_core.training._trial_reporter import TrialReporter
+if sys.version_info >= (3, 11):
+    from typing import Unpack
+else:  # rich, a dependency, brings typing_extensions on Python 3.10
+    from typing_extensions import Unpack
 
-__all__ = ["TrainingLifecycle", "LifecycleResults", "gpu_indices_of", "local_rank", "SIMULATABLE_GPUS"]
+__all__ = ["TrainingLifecycle", "LifecycleResults", "gpu_indices_of", "local_rank"]
 
 logger = logging.getLogger(__name__)
 
 LIFECYCLE_STATE_VERSION = 2  # 1: {"version", "tracker"}; 2: adds "epoch_history" and "stage_history"
-SIMULATABLE_GPUS = ("a40", "a100", "h100")
 
 
 def local_rank(default: int = 0) -> int:
@@ -82,13 +75,6 @@ def gpu_indices_of(devices: Iterable[Any]) -> list[int] | None:
     return sorted(found)
 
 
-def _simulated_gpu(name: str) -> SimulatedGPU:
-    model = name.strip().lower()
-    if model not in SIMULATABLE_GPUS:
-        raise ZeusConfigError(f"simulate={name!r}: use one of {', '.join(SIMULATABLE_GPUS)} (or None).")
-    return SimulatedGPU(getattr(PhysicalModel, model)())
-
-
 def _abort_run(tracker: TrainingTracker, reporter: TrialReporter | None, who: str) -> None:
     """Finalizer of an open run: end it as failed so the optimizers restore GPU settings."""
     try:
@@ -107,45 +93,52 @@ def _abort_run(tracker: TrainingTracker, reporter: TrialReporter | None, who: st
 class TrainingLifecycle:
     """Begin, end and abort a training run once; stages; checkpoints; summaries.
 
+    The engine under every framework adapter; docs/integrations.md describes what it guarantees.
+
     Args:
         who: The adapter's name for messages, e.g. ``"ZeusCallback"``.
-        optimizers: Training-protocol objects (e.g. ``GlobalPowerLimitOptimizer``) or ``None``.
-        monitor: The monitor to read; ``None``: :meth:`setup` builds one for this process.
-        log_every_n_steps: Also make step figures every N optimizer steps (``None``: never).
-        include_validation: Count evaluation stages inside the training windows.
-        verbose: Show per-epoch and end-of-run summaries on the console (rank zero).
-        simulate: A GPU model (``"a40"``, ``"a100"``, ``"h100"``) to simulate when no GPU is
-            found; its figures are marked ``simulated``.
-        trial_reporter: The batch-size trial of this run (see
-            :func:`~zeus_core.training._trial_reporter.trial_reporter`): started with the
-            run, ended with it (abandoned when the run fails or is left open).
+        zeus_optimizers: Training-protocol objects (e.g. ``GlobalPowerLimitOptimizer``) or ``None``.
+        **options: The adapters' options (:class:`~zeus_core.training.TrialOptions`), ``insights``
+            included (J/sample, forecast, carbon, cost and the run record; default: an
+            :class:`~zeus_core.training.EnergyInsights` with its defaults).
 
     Raises:
-        ZeusConfigError: A bad optimizer, step count or ``simulate`` name.
+        ZeusConfigError: A bad optimizer, step count or ``simulate`` name, or a batch-size optimizer
+            without ``metric_name`` (or the reverse).
+        TypeError: An option that does not exist.
+
+    Example:
+        >>> from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
+        >>> from zeus_core import ZeusMonitor
+        >>> clock = VirtualClock()
+        >>> gpu = SimulatedGPU(PhysicalModel.a40(), clock=clock, busy=True)
+        >>> run = TrainingLifecycle("my loop", monitor=ZeusMonitor(gpus=[gpu], cpu_indices=[]), verbose=False)
+        >>> run.setup()
+        >>> run.begin_train(); run.begin_epoch(); clock.advance(1.0)
+        >>> run.end_epoch()["energy/epoch_j"]
+        300.0
+        >>> run.end_train()["time/train_s"]
+        1.0
     """
 
     def __init__(
-        self,
-        who: str,
-        optimizers: TrainingProtocol | Sequence[TrainingProtocol] | None = None,
-        *,
-        monitor: ZeusMonitor | None = None,
-        log_every_n_steps: int | None = None,
-        include_validation: bool = False,
-        verbose: bool = True,
-        simulate: str | None = None,
-        trial_reporter: TrialReporter | None = None,
+        self, who: str, zeus_optimizers: ZeusOptimizers = None, **options: Unpack[TrialOptions]
     ) -> None:
+        check_options(who, options, TrialOptions)
         self.who = who
-        self.trial_reporter = trial_reporter
-        self.optimizers = check_tracker_args(who, optimizers, log_every_n_steps)
-        if simulate is not None:
-            _simulated_gpu(simulate)  # fail at construction, not inside the framework
-        self.monitor = monitor
-        self.log_every_n_steps = log_every_n_steps
-        self.include_validation = bool(include_validation)
-        self.verbose = bool(verbose)
-        self.simulate = simulate
+        self.log_every_n_steps = options.get("log_every_n_steps")
+        self.zeus_optimizers = check_tracker_args(who, zeus_optimizers, self.log_every_n_steps)
+        self.simulate = options.get("simulate")
+        if self.simulate is not None:
+            simulated_gpu(self.simulate)  # fail at construction, not inside the framework
+        self.metric_name = options.get("metric_name")
+        self.trial_reporter = trial_reporter(who, options.get("batch_size_optimizer"), self.metric_name)
+        self.monitor = options.get("monitor")
+        self.include_validation = bool(options.get("include_validation", False))
+        self.verbose = bool(options.get("verbose", True))
+        insights = options.get("insights")
+        self.insights = insights if insights is not None else EnergyInsights()
+        self.insights_run: InsightsRun | None = None
         self.tracker: TrainingTracker | None = None
         self.epoch_history: list[dict[str, float]] = []
         self.stage_history: dict[str, list[dict[str, float]]] = {s: [] for s in STAGES}
@@ -162,6 +155,7 @@ class TrainingLifecycle:
         if self._own_monitor:  # rebuilt for the new process's devices by setup()
             state.update(monitor=None, tracker=None, _own_monitor=False, _sim_gpus=[])
         state["_finalizer"] = None
+        state["insights_run"] = None
         return state
 
     # -- set-up -------------------------------------------------------------------------------------
@@ -179,7 +173,7 @@ class TrainingLifecycle:
             self.monitor = self._build_monitor(gpu_indices, rank_on_machine)
             self._own_monitor = True
             weakref.finalize(self, self.monitor.close)  # a monitor built here closes with the lifecycle
-        self.tracker = TrainingTracker(self.monitor, self.optimizers, self.log_every_n_steps)
+        self.tracker = TrainingTracker(self.monitor, self.zeus_optimizers, self.log_every_n_steps)
         if self._pending is not None:
             self._load(self._pending)
             self._pending = None
@@ -188,13 +182,11 @@ class TrainingLifecycle:
         rank = local_rank() if rank_on_machine is None else rank_on_machine
         cpu_indices: list[int] | None = None if rank == 0 else []  # one CPU/DRAM reader per machine
         if gpu_indices == []:  # training off-GPU: none, unless ZEUS_SUITE_SIMULATE asks for one
-            from zeus_core.testing._simulated_gpu import simulated_stand_in
-
             gpu_indices = simulated_stand_in()
         monitor = ZeusMonitor(gpu_indices=gpu_indices, cpu_indices=cpu_indices)
         if not monitor.gpus and self.simulate is not None:
             monitor.close()
-            self._sim_gpus = [_simulated_gpu(self.simulate)]
+            self._sim_gpus = [simulated_gpu(self.simulate)]
             monitor = ZeusMonitor(gpus=self._sim_gpus, cpu_indices=cpu_indices)
             console.info_once(
                 f"simulated-{self.simulate}",
@@ -214,7 +206,7 @@ class TrainingLifecycle:
         if self.training:
             self.abort()
         if self.tracker is not None and self.monitor is not None:
-            self.tracker = TrainingTracker(self.monitor, self.optimizers, self.log_every_n_steps)
+            self.tracker = TrainingTracker(self.monitor, self.zeus_optimizers, self.log_every_n_steps)
         self.epoch_history = []
 
     def require_tracker(self) -> TrainingTracker:
@@ -257,6 +249,7 @@ class TrainingLifecycle:
         if self.trial_reporter is not None:
             self.trial_reporter.start()
         tracker.on_train_begin()
+        self.insights_run = self.insights.begin(self.who, self.monitor, self.verbose)
         # Guarantees on_train_end (and so the optimizers' restore) at garbage collection or exit.
         self._finalizer = weakref.finalize(self, _abort_run, tracker, self.trial_reporter, self.who)
 
@@ -264,6 +257,8 @@ class TrainingLifecycle:
         """Open an epoch (no-op outside a run or inside an open epoch)."""
         if self.training and not self.in_epoch:
             self.require_tracker().on_epoch_begin()
+            if self.insights_run is not None:
+                self.insights_run.epoch_begin(self.steps_done)
 
     def begin_step(self) -> None:
         """Open an optimizer step (the simulated GPU, if any, computes until :meth:`end_step`).
@@ -286,6 +281,8 @@ class TrainingLifecycle:
         self._set_busy(False)
         tracker = self.require_tracker()
         tracker.on_step_end(steps)
+        if self.insights_run is not None:
+            self.insights_run.step_end(tracker)
         return dict(tracker.step_metrics)
 
     def end_epoch(self) -> dict[str, float]:
@@ -301,6 +298,8 @@ class TrainingLifecycle:
                 f"Epoch {len(self.epoch_history)}: {_summary(metrics, metric_key, 'epoch')}"
                 + _extras(self.optimizer_metrics())
             )
+        if self.insights_run is not None:
+            metrics.update(self.insights_run.epoch_end(dict(metrics), tracker))
         return metrics
 
     def end_train(self) -> dict[str, float]:
@@ -326,6 +325,9 @@ class TrainingLifecycle:
             self.train_metrics = dict(tracker.train_metrics)
             if self.trial_reporter is not None:
                 self.trial_reporter.end(failed=failed)
+        run, self.insights_run = self.insights_run, None
+        if run is not None and self.train_metrics:
+            self.train_metrics.update(run.train_end(self.train_metrics, failed, self.zeus_optimizers))
         if self.verbose and self.train_metrics:
             summary = _summary(self.train_metrics, metric_key, "train")
             if failed:
@@ -352,6 +354,8 @@ class TrainingLifecycle:
         self._stage = stage
         self._set_busy(True)
         tracker.begin_stage()
+        if self.insights_run is not None:
+            self.insights_run.stage_begin()
 
     def end_stage(self, stage: str | None = None) -> dict[str, float]:
         """Close the stage window (a collective); training counts again. Returns its figures."""
@@ -365,9 +369,22 @@ class TrainingLifecycle:
         if self.training and not self.include_validation:
             tracker.resume()
         self.stage_history[name].append(metrics)
+        if self.insights_run is not None:
+            self.insights_run.stage_end(name, metrics)
         if self.verbose:
             console.info(f"{_STAGE_TITLE[name]}: {_summary(metrics, stage_key, name)}")
         return metrics
+
+    # -- energy insights ------------------------------------------------------------------------------
+    def plan(self, epochs: float | None = None, steps: float | None = None, run_dir: Any = None) -> None:
+        """What the framework knows of the run: planned epochs and optimizer steps, its output folder."""
+        if self.insights_run is not None:
+            self.insights_run.plan(epochs, steps, run_dir)
+
+    def count_batch(self, batch: Any = None, args: Any = None, kwargs: Any = None) -> None:
+        """Count a training batch (or a model call's ``args``/``kwargs``) for J/sample and J/token."""
+        if self.insights_run is not None and self._stage is None and not self.require_tracker().stage_open:
+            self.insights_run.count(batch, args, kwargs)
 
     # -- results ------------------------------------------------------------------------------------------
     def report_epoch(self, epoch: dict[str, float], metrics: Any) -> bool:
@@ -386,7 +403,7 @@ class TrainingLifecycle:
     def optimizer_metrics(self) -> dict[str, float]:
         """Every optimizer's ``metrics()`` (e.g. ``{"power/limit_w": 250.0}``), merged."""
         out: dict[str, float] = {}
-        for opt in self.optimizers:
+        for opt in self.zeus_optimizers:
             metrics = getattr(opt, "metrics", None)
             if callable(metrics):
                 out.update({str(k): float(v) for k, v in dict(metrics()).items()})
@@ -436,7 +453,16 @@ class TrainingLifecycle:
 
 
 class LifecycleResults:
-    """What every adapter shows of its :class:`TrainingLifecycle` (in ``self.lifecycle``), read-only."""
+    """What every adapter shows of its :class:`TrainingLifecycle` (in ``self.lifecycle``), read-only.
+
+    Example:
+        >>> from zeus_core.training import LifecycleResults, TrainingLifecycle
+        >>> class MyAdapter(LifecycleResults):
+        ...     def __init__(self):
+        ...         self.lifecycle = TrainingLifecycle("MyAdapter", verbose=False)
+        >>> MyAdapter().epoch_history, MyAdapter().monitor
+        ([], None)
+    """
 
     lifecycle: TrainingLifecycle
 

@@ -1,25 +1,9 @@
 """TrainingTracker: measures a training run through the training protocol.
 
-Framework adapters (Lightning, Hugging Face, Accelerate) drive one :class:`TrainingTracker`
-with the six protocol events; it measures the whole run, every epoch and (optionally) every
-N-th optimizer step with a :class:`~zeus_core.monitor.energy.ZeusMonitor`, sums the energy over
-ranks, turns the results into metric dictionaries with fixed keys, and forwards every event to
-the optimizers it was given. All measurement and aggregation logic lives here, so adapters only
-translate events and log dictionaries.
-
-Metric keys (J, s, W) — see :func:`metric_key`:
-
-* per epoch: ``energy/epoch_j``, ``time/epoch_s``, ``power/avg_w``, and per device
-  ``energy/epoch_<device>_j`` (``gpu0``, ``cpu0``, ``dram0``; ``rank1_gpu0`` under torch.distributed);
-* per logged step: ``energy/step_j``, ``time/step_s``, ``power/step_avg_w``;
-* for the whole run: ``energy/train_j``, ``time/train_s``, ``power/train_avg_w``,
-  ``energy/train_gpu_j``, ``energy/train_cpu_j``, ``energy/train_dram_j``;
-* per evaluation stage (``val``, ``test``, ``predict``; see :func:`stage_key`):
-  ``energy/<stage>/total_j``, ``time/<stage>/total_s``, ``power/<stage>/avg_w`` and per device
-  ``energy/<stage>/<device>_j``. Training figures exclude these stages unless asked.
-
-Every dictionary also holds ``simulated`` (1.0 when a simulated device was measured) and
-``estimated`` (1.0 when some GPU energy came from sampled power).
+It measures the whole run, every epoch, every evaluation stage and (optionally) every N-th
+optimizer step with a :class:`~zeus_core.monitor.ZeusMonitor`, sums the energy over ranks, turns
+the results into metric dictionaries with fixed keys (:func:`metric_key`, :func:`stage_key`; the
+table is in docs/integrations.md) and forwards every event to the Zeus optimizers it was given.
 """
 
 from __future__ import annotations
@@ -29,11 +13,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from zeus_core import distributed
+from zeus_core import _distributed as distributed
 from zeus_core.callback import CallbackList, TrainingCallback, TrainingProtocol
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.monitor.energy import ZeusMonitor
-from zeus_core.monitor.measurement import Measurement
+from zeus_core.monitor._energy import ZeusMonitor
+from zeus_core.monitor._measurement import Measurement
 
 __all__ = ["TrainingTracker", "metric_key", "stage_key", "check_tracker_args", "STAGES"]
 
@@ -76,26 +60,26 @@ def stage_key(quantity: str, stage: str, device: str | None = None) -> str:
 
 def check_tracker_args(
     who: str,
-    optimizers: TrainingProtocol | Sequence[TrainingProtocol] | None,
+    zeus_optimizers: TrainingProtocol | Sequence[TrainingProtocol] | None,
     log_every_n_steps: int | None,
 ) -> list[TrainingProtocol]:
     """Validate what adapters and :class:`TrainingTracker` take; returns the optimizers as a list.
 
     Args:
-        who: The call to name in error messages, e.g. ``"ZeusCallback(optimizer=...)"``.
-        optimizers: ``None``, one protocol object, or a sequence of them.
+        who: The call to name in error messages, e.g. ``"ZeusCallback"``.
+        zeus_optimizers: ``None``, one protocol object, or a sequence of them.
         log_every_n_steps: A positive step count or ``None``.
 
     Raises:
         ZeusConfigError: An object does not implement the training protocol, or the step count is
             not positive.
     """
-    if optimizers is None:
+    if zeus_optimizers is None:
         found: list[TrainingProtocol] = []
-    elif isinstance(optimizers, (list, tuple)):
-        found = list(optimizers)
+    elif isinstance(zeus_optimizers, (list, tuple)):
+        found = list(zeus_optimizers)
     else:
-        found = [optimizers]  # type: ignore[list-item]
+        found = [zeus_optimizers]  # type: ignore[list-item]
     for opt in found:
         if not isinstance(opt, TrainingProtocol):
             raise ZeusConfigError(
@@ -141,30 +125,37 @@ class _Totals:
 
 
 class TrainingTracker(TrainingCallback):
-    """Measures a training run and forwards protocol events to optimizers.
+    """Measures a training run and forwards protocol events to the Zeus optimizers it drives.
 
     Args:
         monitor: The monitor measuring this process's devices.
-        optimizers: Protocol objects (e.g. ``GlobalPowerLimitOptimizer``) that receive every event.
+        zeus_optimizers: Protocol objects (e.g. ``GlobalPowerLimitOptimizer``) that receive every event.
             Begin events reach them after the tracker opened its windows; end events before the
             tracker closes them, so their own windows nest inside the tracker's.
         log_every_n_steps: Measure every N-th optimizer step (``None``: no step windows).
 
     Example:
-        >>> tracker = TrainingTracker(ZeusMonitor(gpus=[...]))  # doctest: +SKIP
-        >>> tracker.on_train_begin(); tracker.on_epoch_begin()  # doctest: +SKIP
-        >>> ...; tracker.on_epoch_end(); tracker.epoch_metrics["energy/epoch_j"]  # doctest: +SKIP
+        >>> from zeus_core import ZeusMonitor
+        >>> from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
+        >>> from zeus_core.training import TrainingTracker
+        >>> clock = VirtualClock()
+        >>> gpu = SimulatedGPU(PhysicalModel.a40(), clock=clock, busy=True)
+        >>> tracker = TrainingTracker(ZeusMonitor(gpus=[gpu], cpu_indices=[]))
+        >>> tracker.on_train_begin(); tracker.on_epoch_begin(); clock.advance(2.0); tracker.on_epoch_end()
+        >>> tracker.epoch_metrics["energy/epoch_j"], tracker.epoch_metrics["time/epoch_s"]
+        (600.0, 2.0)
+        >>> tracker.on_train_end()
     """
 
     def __init__(
         self,
         monitor: ZeusMonitor,
-        optimizers: Sequence[TrainingProtocol] = (),
+        zeus_optimizers: Sequence[TrainingProtocol] = (),
         log_every_n_steps: int | None = None,
     ) -> None:
-        optimizers = check_tracker_args("TrainingTracker", list(optimizers), log_every_n_steps)
+        checked = check_tracker_args("TrainingTracker", list(zeus_optimizers), log_every_n_steps)
         self.monitor = monitor
-        self.optimizers = CallbackList(optimizers)
+        self.zeus_optimizers = CallbackList(checked)
         self.log_every_n_steps = log_every_n_steps
         self.epochs_done = 0
         self.steps_done = 0
@@ -263,7 +254,7 @@ class TrainingTracker(TrainingCallback):
         self._segment += 1
         self.monitor.begin_window(self._name("train"))
         self._in_train = True
-        self.optimizers.on_train_begin()
+        self.zeus_optimizers.on_train_begin()
 
     def on_epoch_begin(self) -> None:
         """Open the epoch's window (a resumed epoch continues its sum)."""
@@ -274,14 +265,14 @@ class TrainingTracker(TrainingCallback):
         self._in_epoch = True
         if was_paused:
             self.pause()
-        self.optimizers.on_epoch_begin()
+        self.zeus_optimizers.on_epoch_begin()
 
     def on_step_begin(self) -> None:
         """Open a step window when step figures are asked for."""
         if self.log_every_n_steps and not self._paused and not self._step_open:
             self.monitor.begin_window(self._name("step"))
             self._step_open = True
-        self.optimizers.on_step_begin()
+        self.zeus_optimizers.on_step_begin()
 
     def on_step_end(self, steps: int = 1) -> None:
         """End the open step window.
@@ -291,7 +282,7 @@ class TrainingTracker(TrainingCallback):
                 e.g. a GAN's two optimizers; ``0`` when the batch made none). Step figures are
                 made when the count passes a multiple of ``log_every_n_steps``.
         """
-        self.optimizers.on_step_end()
+        self.zeus_optimizers.on_step_end()
         before = self.steps_done
         self.steps_done += max(0, int(steps))
         self.step_metrics = {}
@@ -326,7 +317,7 @@ class TrainingTracker(TrainingCallback):
 
     def on_epoch_end(self) -> None:
         """Close the epoch's window and make :attr:`epoch_metrics` (a collective)."""
-        self.optimizers.on_epoch_end()
+        self.zeus_optimizers.on_epoch_end()
         if not self._in_epoch:
             return
         self._in_epoch = False
@@ -355,7 +346,7 @@ class TrainingTracker(TrainingCallback):
                 total.merge(self._train)
                 self.train_metrics = self._metrics(total, "train", local=failed)
         finally:
-            self.optimizers.on_train_end()
+            self.zeus_optimizers.on_train_end()
 
     def _cancel_open_windows(self) -> None:
         """Close step, stage and epoch windows without counting them (a run that ended early)."""
@@ -411,6 +402,21 @@ class TrainingTracker(TrainingCallback):
             running.add(self.monitor.read_window(self._name(scope)))
         return running
 
+    def running_train(self) -> tuple[float, float]:
+        """This rank's time (s) and energy (J) of the run so far, a resumed run's earlier part included."""
+        so_far = _Totals()
+        for part in (self._prior, self._train, self._live("train")):
+            so_far.merge(part)
+        return so_far.time, sum(so_far.devices.values())
+
+    def running_epoch(self) -> tuple[float, float]:
+        """This rank's time (s) and energy (J) of the open epoch so far; ``(0, 0)`` outside an epoch."""
+        so_far = _Totals()
+        if self._in_epoch:
+            so_far.merge(self._epoch)
+            so_far.merge(self._live("epoch"))
+        return so_far.time, sum(so_far.devices.values())
+
     def state_dict(self) -> dict[str, Any]:
         """JSON-safe state: totals so far, the running epoch's part, and each optimizer's state.
 
@@ -436,7 +442,8 @@ class TrainingTracker(TrainingCallback):
             "energy_j": done.devices,
             "ranks": ranks,
             "optimizers": [
-                opt.state_dict() if hasattr(opt, "state_dict") else None for opt in self.optimizers.callbacks
+                opt.state_dict() if hasattr(opt, "state_dict") else None
+                for opt in self.zeus_optimizers.callbacks
             ],
         }
 
@@ -453,14 +460,14 @@ class TrainingTracker(TrainingCallback):
         self.steps_done = int(state.get("steps_done", 0))
         self._prior, self._epoch_part = _prior_of_this_rank(state)
         saved = state.get("optimizers", [])
-        for opt, opt_state in zip(self.optimizers.callbacks, saved):
+        for opt, opt_state in zip(self.zeus_optimizers.callbacks, saved):
             if opt_state is not None and hasattr(opt, "load_state_dict"):
                 opt.load_state_dict(opt_state)
-        if len(saved) != len(self.optimizers.callbacks):
+        if len(saved) != len(self.zeus_optimizers.callbacks):
             logger.warning(
                 "Checkpoint holds state for %d optimizers, this tracker drives %d.",
                 len(saved),
-                len(self.optimizers.callbacks),
+                len(self.zeus_optimizers.callbacks),
             )
 
 

@@ -17,9 +17,9 @@ import logging
 import math
 from typing import Any, Mapping
 
-from zeus_core import distributed
+from zeus_core import _distributed as distributed
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.optimizer.batch_size.client import BatchSizeOptimizer
+from zeus_core.optimizer.batch_size._client import BatchSizeOptimizer
 
 __all__ = ["TrialReporter", "trial_reporter"]
 
@@ -41,6 +41,14 @@ class TrialReporter:
 
     Raises:
         ZeusConfigError: ``optimizer`` is not a ``BatchSizeOptimizer`` or ``metric_name`` is empty.
+
+    Example:
+        >>> from zeus_core.training import TrialReporter
+        >>> reporter = TrialReporter(bso, "val_acc", "my loop")  # bso: a BatchSizeOptimizer  # doctest: +SKIP
+        >>> TrialReporter(object(), "val_acc", "my loop")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        zeus_core.exceptions.ZeusConfigError: my loop: batch_size_optimizer must be a ..., got object.
     """
 
     def __init__(self, optimizer: BatchSizeOptimizer, metric_name: str, owner: str) -> None:

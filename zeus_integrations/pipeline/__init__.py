@@ -37,8 +37,8 @@ from typing import Any, Callable
 
 from zeus_core import console
 from zeus_core.exceptions import ZeusNotSupportedError
+from zeus_core.optimizer.pipeline_frequency._schedule import InstructionKind
 from zeus_core.optimizer.pipeline_frequency.runtime import InstructionListener
-from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind
 
 __all__ = [
     "Attachment",

@@ -20,8 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from zeus_core.exceptions import ZeusConfigError
+from zeus_core.optimizer.pipeline_frequency._schedule import InstructionKind
 from zeus_core.optimizer.pipeline_frequency.runtime import InstructionListener
-from zeus_core.optimizer.pipeline_frequency.schedule import InstructionKind
 from zeus_integrations.pipeline import (
     Attachment,
     check_seam,

@@ -18,8 +18,8 @@ from accelerate import Accelerator  # noqa: E402
 from accelerate_tiny import RecordingTracker, SimModel, loader, run_epochs  # noqa: E402
 from lightning_accelerate_common import Recorder, leave_without_finalisation  # noqa: E402
 
-from zeus_core.monitor.energy import ZeusMonitor  # noqa: E402
-from zeus_core.testing._simulated_gpu import PhysicalModel, SimulatedGPU, VirtualClock  # noqa: E402
+from zeus_core.monitor._energy import ZeusMonitor  # noqa: E402
+from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock  # noqa: E402
 from zeus_integrations.accelerate import attach  # noqa: E402
 
 
@@ -36,7 +36,7 @@ def main(out: Path) -> None:
     model, opt, train = accelerator.prepare(model, opt, loader(16))  # 8 batches -> 4 per process
     events = Recorder()
     with attach(
-        accelerator, model, opt, zeus_optimizer=events, monitor=ZeusMonitor(gpus=[gpu], cpu_indices=[])
+        accelerator, model, opt, zeus_optimizers=events, monitor=ZeusMonitor(gpus=[gpu], cpu_indices=[])
     ) as zeus:
         run_epochs(accelerator, model, opt, train, epochs=2)
     (out / f"rank{rank}.json").write_text(

@@ -17,8 +17,9 @@ import torch  # noqa: E402
 from lightning_accelerate_common import leave_without_finalisation  # noqa: E402
 from transformers import Trainer, TrainerCallback, TrainingArguments  # noqa: E402
 
-from zeus_core import PhysicalModel, SimulatedGPU, ZeusMonitor, distributed  # noqa: E402
-from zeus_core.monitor.measurement import Measurement  # noqa: E402
+from zeus_core import PhysicalModel, SimulatedGPU, ZeusMonitor  # noqa: E402
+from zeus_core import _distributed as distributed  # noqa: E402
+from zeus_core.monitor._measurement import Measurement  # noqa: E402
 from zeus_integrations.huggingface import ZeusTrainerCallback  # noqa: E402
 
 

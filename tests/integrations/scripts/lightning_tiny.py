@@ -15,7 +15,7 @@ import torch
 from lightning_accelerate_common import Recorder, expected_events  # noqa: F401  (re-exported for the tests)
 from torch.utils.data import DataLoader, TensorDataset
 
-from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.monitor._energy import ZeusMonitor
 from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
 
 UNIT_TIME_S = 0.1  # A40 model at 300 W: 0.02 s memory + 0.08 s compute

@@ -13,8 +13,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+from _support.emulation import GpuWork
+
 from zeus_core.testing import InstructionWork, SimulatedPipelineGPU
-from zeus_integrations.pipeline.emulation import GpuWork
 
 
 def make_gpu(rank: int) -> SimulatedPipelineGPU:

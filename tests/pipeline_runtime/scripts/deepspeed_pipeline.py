@@ -18,12 +18,14 @@ os.environ.setdefault("DS_ACCELERATOR", "cpu")
 import deepspeed  # noqa: E402
 import torch  # noqa: E402
 from _emulation import dump, make_gpu, runtime_report, work  # noqa: E402
+from _support import cpu_shims  # noqa: E402
 from deepspeed.pipe import PipelineModule  # noqa: E402
 
-from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan  # noqa: E402
+from zeus_core.optimizer.pipeline_frequency import (
+    FrequencyPlan,  # noqa: E402
+    synchronous_1f1b,  # noqa: E402
+)
 from zeus_core.optimizer.pipeline_frequency.runtime import PerseusRuntime  # noqa: E402
-from zeus_core.optimizer.pipeline_frequency.schedule import synchronous_1f1b  # noqa: E402
-from zeus_integrations.pipeline import cpu_shims  # noqa: E402
 from zeus_integrations.pipeline import deepspeed as zeus_ds  # noqa: E402
 
 MICROBATCHES = 4

@@ -1,4 +1,4 @@
-"""2-rank Megatron-core runs (gloo, CPU via zeus_integrations.pipeline.cpu_shims) driving PerseusRuntime.
+"""2-rank Megatron-core runs (gloo, CPU via examples/_support/cpu_shims.py) driving PerseusRuntime.
 
 Phases (each rank writes ``<phase>-rank<r>.json``):
 
@@ -24,10 +24,10 @@ from typing import Any
 
 import torch
 from _emulation import dump, make_gpu, runtime_report, work
+from _support import cpu_shims
 
-from zeus_core.optimizer.pipeline_frequency.profiler import FrequencySweep
+from zeus_core.optimizer.pipeline_frequency import FrequencySweep
 from zeus_core.optimizer.pipeline_frequency.runtime import PerseusRuntime, PlanSettings
-from zeus_integrations.pipeline import cpu_shims
 from zeus_integrations.pipeline import megatron as zeus_megatron
 
 HIDDEN, SEQ, MICRO, MICROBATCHES = 16, 4, 2, 4

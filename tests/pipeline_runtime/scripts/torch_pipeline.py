@@ -24,10 +24,8 @@ from _emulation import dump, make_gpu, runtime_report, work
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
 from zeus_core.exceptions import ZeusProfileError
-from zeus_core.optimizer.pipeline_frequency.plan import FrequencyPlan
-from zeus_core.optimizer.pipeline_frequency.profiler import FrequencySweep
+from zeus_core.optimizer.pipeline_frequency import FrequencyPlan, FrequencySweep, gpipe
 from zeus_core.optimizer.pipeline_frequency.runtime import PerseusRuntime, PlanSettings
-from zeus_core.optimizer.pipeline_frequency.schedule import gpipe
 from zeus_integrations.pipeline import torch_pipelining
 
 FORWARD_S = (0.008, 0.016)  # stage 0 is the light one

@@ -24,7 +24,7 @@ from _emulation import dump, make_gpu, runtime_report, work
 from torch.distributed.pipelining import PipelineStage, ScheduleInterleaved1F1B
 
 from zeus_core.exceptions import ZeusNotSupportedError
-from zeus_core.optimizer.pipeline_frequency.profiler import FrequencySweep
+from zeus_core.optimizer.pipeline_frequency import FrequencySweep
 from zeus_core.optimizer.pipeline_frequency.runtime import PerseusRuntime
 from zeus_integrations.pipeline import torch_pipelining
 

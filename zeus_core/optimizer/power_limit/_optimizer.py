@@ -11,10 +11,11 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from zeus_core import console, distributed
+from zeus_core import _distributed as distributed
+from zeus_core import console
 from zeus_core.callback import TrainingCallback
 from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
-from zeus_core.monitor.energy import ZeusMonitor
+from zeus_core.monitor._energy import ZeusMonitor
 from zeus_core.optimizer.power_limit._measurement import PowerLimitMeasurement, Visit, resumed_visits
 from zeus_core.optimizer.power_limit._options import PowerLimitOptions, argument_problems
 from zeus_core.optimizer.power_limit._planner import (
@@ -81,7 +82,7 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
         >>> for epoch in range(3):  # Zeus's loop
         ...     plo.on_epoch_begin()
         ...     for step in range(200):
-        ...         plo.on_step_begin(); gpu.run_steps(1); plo.on_step_end()
+        ...         plo.on_step_begin(); _ = gpu.run_steps(1); plo.on_step_end()
         ...     plo.on_epoch_end()
         >>> plo.optimal_power_limit_w == gpu.get_power_limit()
         True
@@ -353,7 +354,7 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
             if logger.isEnabledFor(logging.INFO):
                 self._info(
                     "%s%s",
-                    ("Measured again " if self._action.again else "Measured ") + m.describe(),
+                    ("Profiled again " if self._action.again else "Profiled ") + m.describe(),
                     self._tag(),
                 )
         self._plans.submit(self._plan_and_save, self.budget_steps - self._steps_used - 1, self._left_out())

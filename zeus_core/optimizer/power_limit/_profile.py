@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from zeus_core import distributed
-from zeus_core.device.base import GPU, PowerLimitConstraints
+from zeus_core import _distributed as distributed
+from zeus_core.device._base import GPU, PowerLimitConstraints
 from zeus_core.exceptions import ZeusConfigError, ZeusPermissionError, ZeusProfileError
 from zeus_core.optimizer.power_limit._measurement import PowerLimitMeasurement
 

@@ -12,13 +12,13 @@ import enum
 import math
 from typing import TYPE_CHECKING, Any, Callable
 
-from zeus_core import distributed
+from zeus_core import _distributed as distributed
 from zeus_core.optimizer.power_limit._measurement import Visit
 from zeus_core.optimizer.power_limit._options import PowerLimitOptions
 
 if TYPE_CHECKING:
-    from zeus_core.monitor.energy import ZeusMonitor
-    from zeus_core.monitor.measurement import Measurement
+    from zeus_core.monitor._energy import ZeusMonitor
+    from zeus_core.monitor._measurement import Measurement
 
 __all__ = ["Mode", "Sampler", "window_name", "steps_per_sample"]
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from zeus_core._cost import zeus_cost
 from zeus_core.exceptions import ZeusConfigError
-from zeus_core.metric import zeus_cost
 from zeus_core.optimizer.power_limit._measurement import PowerLimitMeasurement
 
 __all__ = ["OptimumSelector", "Time", "Energy", "ZeusCost", "MaxSlowdownConstraint"]
@@ -140,7 +140,7 @@ class ZeusCost(OptimumSelector):
         self.world_size = world_size
 
     def cost(self, m: PowerLimitMeasurement, measurements: Measurements) -> float:
-        """Zeus cost per step, J (:func:`zeus_core.metric.zeus_cost`)."""
+        """Zeus cost per step, J (:func:`zeus_core._cost.zeus_cost`)."""
         gpus = self.world_size if self.world_size is not None else max(x.num_gpus for x in measurements)
         max_power = max(x.power_limit for x in measurements) * gpus
         return zeus_cost(m.energy, m.time, self.eta_knob, max_power)

@@ -82,4 +82,9 @@ class Done:
 
 
 State = Union[Ready, Warmup, Measuring, Deciding, Done]
-"""Any state of the optimizer."""
+"""Any state of the optimizer (``GlobalPowerLimitOptimizer.state``).
+
+Example:
+    >>> isinstance(Done(225.0), (Ready, Warmup, Measuring, Deciding, Done))
+    True
+"""
