@@ -16,11 +16,8 @@ noise-free profile the steps were drawn from:
 
 from __future__ import annotations
 
-import json
-import platform
 import sys
 import types
-from pathlib import Path
 from typing import Any, Callable
 
 from zeus_core.optimizer.power_limit import Energy, MaxSlowdownConstraint, OptimumSelector, Time, ZeusCost
@@ -34,7 +31,6 @@ __all__ = [
     "bound_broken",
     "waste",
     "bind_zeus",
-    "write_results",
 ]
 
 TOLERANCE = 0.01
@@ -45,7 +41,6 @@ SELECTORS: dict[str, Callable[[], OptimumSelector]] = {
     "ZeusCost(0.5)": lambda: ZeusCost(0.5),
     "MaxSlowdown(1.1)": lambda: MaxSlowdownConstraint(SLOWDOWN),
 }
-RESULTS = Path(__file__).resolve().parent / "results"
 
 Truth = dict[float, tuple[float, float]]
 """Noise-free (time per step s, job GPU energy per step J) at each limit, W."""
@@ -143,18 +138,3 @@ def reset_zeus_gpus() -> None:
     import zeus.device.gpu as zeus_gpu
 
     zeus_gpu._gpus = None
-
-
-def write_results(name: str, payload: dict[str, Any]) -> Path:
-    """Write ``benchmarks/results/<name>.json`` (machine-readable figures for the docs' tables)."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.json"
-    meta = {"python": platform.python_version(), "machine": platform.machine()}
-    try:
-        from importlib.metadata import version
-
-        meta["zeus"] = version("zeus")
-    except Exception:  # pragma: no cover - zeus not installed
-        meta["zeus"] = None
-    path.write_text(json.dumps({"meta": meta, **payload}, indent=1) + "\n", encoding="utf-8")
-    return path

@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.power_limit_common import SELECTORS, optimal, write_results  # noqa: E402
+from benchmarks._results import write_json  # noqa: E402
+from benchmarks.power_limit_common import SELECTORS, optimal  # noqa: E402
 from zeus_core import console, data  # noqa: E402
 from zeus_core.testing._realtime_replay import RealTimeReplay  # noqa: E402
 
@@ -119,7 +120,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     console.set_enabled(False)
     result = run(args.profile, args.selector)
     plot(result, args.out)
-    write_results("power_limit_figure", {"benchmark": "power_limit_figure", **result})
+    write_json(ROOT / "benchmarks" / "results" / "power_limit_figure.json", __file__, [], result)
     print(f"{args.out.relative_to(ROOT)}: chose {result['chosen_w']:g} W ({result['reason']})")
     return 0
 

@@ -55,7 +55,6 @@ from benchmarks.power_limit_common import (  # noqa: E402
     optimal,
     reset_zeus_gpus,
     waste,
-    write_results,
     zeus_selector,
 )
 from zeus_core import console, data  # noqa: E402
@@ -338,7 +337,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="seed of the profiles and the noise")
     parser.add_argument("--a40", type=Path, default=DATA, help="folder of measured A40 profile CSVs")
     parser.add_argument("--epochs", type=int, nargs="*", default=list(EPOCHS), help="epoch lengths, steps")
-    parser.add_argument("--output", default="power_limit_generated", help="results file name (no .json)")
+    parser.add_argument(
+        "--json", type=Path, default=None, metavar="PATH", help="also write the results as JSON"
+    )
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)
     warnings.simplefilter("ignore")
@@ -368,8 +369,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "measured_a40": _groups(a40) if a40 else None,
         "misses": [_miss(c) for c in cases + a40 if not c.ours.ok],
     }
-    path = write_results(args.output, payload)
-    print(f"\n({time.perf_counter() - start:.0f} s; results in {path.relative_to(ROOT)})")
+    print(f"\n({time.perf_counter() - start:.0f} s)")
+    if args.json:
+        from benchmarks._results import write_json
+
+        write_json(args.json, __file__, list(sys.argv[1:] if argv is None else argv), payload)
     return 0
 
 

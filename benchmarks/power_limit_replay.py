@@ -48,7 +48,6 @@ from benchmarks.power_limit_common import (  # noqa: E402
     optimal,
     reset_zeus_gpus,
     waste,
-    write_results,
     zeus_selector,
 )
 from zeus_core import console, data  # noqa: E402
@@ -285,7 +284,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=1, help="runs of the grid (default 1)")
     parser.add_argument("--epoch", type=int, default=EPOCH, help=f"steps per epoch (default {EPOCH})")
     parser.add_argument("--trace", action="store_true", help="keep the samples of our runs that miss")
-    parser.add_argument("--output", default="power_limit_replay", help="results file name (no .json)")
+    parser.add_argument(
+        "--json", type=Path, default=None, metavar="PATH", help="also write the results as JSON"
+    )
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)
     warnings.simplefilter("ignore")
@@ -309,6 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     payload = {
         "benchmark": "power_limit_replay",
         "epoch_steps": args.epoch,
+        "repeats": args.repeats,
         "summary": summarize(cases),
         "cases": [
             {
@@ -327,8 +329,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             for c in cases
         ],
     }
-    path = write_results(args.output, payload)
-    print(f"\n({time.perf_counter() - start:.0f} s; results in {path.relative_to(ROOT)})")
+    print(f"\n({time.perf_counter() - start:.0f} s)")
+    if args.json:
+        from benchmarks._results import write_json
+
+        write_json(args.json, __file__, list(sys.argv[1:] if argv is None else argv), payload)
     return 0
 
 

@@ -235,10 +235,14 @@ def test_checkpoints_from_other_hardware_are_dropped_with_a_warning(caplog) -> N
 
 def test_old_or_partial_checkpoints_load_tolerantly(caplog) -> None:
     gpus = make_gpus(1)
+    first = optimizer(gpus)
+    first.on_train_begin()
+    hardware = first.state_dict()["hardware"]
+    first.on_train_end()
     plo = optimizer(gpus)
     old = {"power_limit_w": 300, "steps": 3, "time_per_step_s": 0.2, "energy_per_step_j": 60.0}  # version 1
     with caplog.at_level(logging.WARNING):
-        plo.load_state_dict({"measurements": [old, {"power_limit": 250}]})
+        plo.load_state_dict({"hardware": hardware, "measurements": [old, {"power_limit": 250}]})
         plo.on_train_begin()
     assert "version None" in caplog.text and "Dropping a checkpointed measurement" in caplog.text
     (m,) = plo.measurements  # a measurement saved without samples counts as one sample of its steps

@@ -306,7 +306,7 @@ def test_progress_is_logged_per_limit_and_for_the_decision(caplog) -> None:
     text = caplog.text
     assert "Profiled 300 W: 0.2000 s/step, 300.0 W, 60.00 J/step (3 steps" in text
     assert "Profiled 200 W: 0.2250 s/step, 200.0 W, 45.00 J/step" in text
-    assert "Optimal power limit: 200 W by Energy() [simulated GPUs]" in text
+    assert "Power limit 200 W chosen by Energy() after 26 steps (5 of 5 limits measured" in text
     assert "Restored the original power limits (GPU 0: 300 W)" in text
 
 

@@ -122,6 +122,8 @@ class PowerLimitMeasurement:
         Raises:
             ZeusProfileError: A required key is missing or a value is invalid.
         """
+        if not isinstance(data, Mapping):
+            raise ZeusProfileError(f"Power-limit measurement {str(data)[:200]} is not an object.")
         known = {f.name for f in fields(cls)}
         values = {_OLD_NAMES.get(k, k): v for k, v in data.items()}
         try:
@@ -135,8 +137,8 @@ class PowerLimitMeasurement:
             if isinstance(e, ZeusProfileError):
                 raise
             raise ZeusProfileError(
-                f"Power-limit measurement {dict(data)!r} is malformed ({e!r}); it needs power_limit, "
-                "energy and time."
+                f"Power-limit measurement {str(dict(data))[:200]} is malformed ({e!r}); it needs "
+                "power_limit, energy and time."
             ) from e
 
     def describe(self) -> str:

@@ -5,7 +5,6 @@ Sampling, statistics and the plan live in their own modules (docs/optimizers/pow
 
 from __future__ import annotations
 
-import enum
 import logging
 import time
 from pathlib import Path
@@ -17,7 +16,7 @@ from zeus_core.callback import TrainingCallback
 from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
 from zeus_core.monitor._energy import ZeusMonitor
 from zeus_core.optimizer.power_limit._measurement import PowerLimitMeasurement, Visit, resumed_visits
-from zeus_core.optimizer.power_limit._options import PowerLimitOptions, argument_problems
+from zeus_core.optimizer.power_limit._options import PowerLimitOptions, check_arguments
 from zeus_core.optimizer.power_limit._planner import (
     Action,
     Planner,
@@ -43,13 +42,8 @@ from zeus_core.settings import Setting, SettingsGuard
 __all__ = ["GlobalPowerLimitOptimizer"]
 
 logger = logging.getLogger("zeus_core.optimizer.power_limit")
-_REJECTIONS = 2  # impossible measurements of a limit after which it is left out
+_REJECTIONS = 2  # discarded measurements of a limit after which it is left out (or, if thermal, kept)
 _STATE_VERSION = 2  # checkpoints of version 1 (measurements without samples) load too
-
-
-class _Event(enum.Enum):
-    STEP_BEGIN = "step_begin"
-    EPOCH_END = "epoch_end"
 
 
 class GlobalPowerLimitOptimizer(TrainingCallback):
@@ -105,13 +99,7 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
     ) -> None:
         selector = ZeusCost(0.5) if optimum_selector is None else optimum_selector
         gpus = list(getattr(monitor, "gpus", []))
-        problems = argument_problems(wait_steps, warmup_steps, profile_steps, pl_step)
-        if not isinstance(selector, OptimumSelector):
-            problems.append(f"optimum_selector={selector!r} (use an OptimumSelector, e.g. Energy())")
-        if not gpus:
-            problems.append("the monitor has no GPUs (pass a ZeusMonitor that measures at least one GPU)")
-        if problems:
-            raise ZeusConfigError("GlobalPowerLimitOptimizer: " + "; ".join(problems) + ".")
+        check_arguments(selector, gpus, wait_steps, warmup_steps, profile_steps, pl_step)
         self.options = PowerLimitOptions.of(options, overrides)
         constraints = check_gpus(gpus)
         self.monitor, self.optimum_selector, self.profile_steps = monitor, selector, profile_steps
@@ -132,7 +120,7 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
         self._state: State = Ready(self.power_limits[0], wait_steps + 1)
         self._action = Action(Step.MEASURE, self.power_limits[0], cap=profile_steps)
         self._log = SampleLog(len(gpus))
-        self._rejected: dict[float, int] = {}
+        self._rejected: dict[tuple[str, float], int] = {}  # discarded measurements by (kind, limit)
         self._job: JobGPUs | None = None
         self._loaded_state: Mapping[str, Any] | None = None
         self._stale_window: str | None = None  # a visit cut by a restore, cancelled by _restore
@@ -196,7 +184,7 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
             self._log.num_gpus = self._job.num_gpus
             if self._loaded_state is not None:
                 state, self._loaded_state = self._loaded_state, None
-                self._apply_state_dict(state)
+                self.load_state_dict(state)
             elif self.profile_path is not None and not isinstance(self._state, Done):
                 self._reuse_profile()
             elif isinstance(self._state, (Warmup, Measuring, Deciding)):  # left mid-visit by an earlier fit
@@ -210,6 +198,9 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
             if isinstance(self._state, Done):
                 limit, reason = self._state.optimal_power_limit_w, self._state.reason
                 console.info(f"Power limit {limit:g} W applied without profiling ({reason}){self._tag()}.")
+                return
+            self._plans.post(lambda: None)  # the planner thread starts now, not on a step
+            self._sampler.watch_heat(self._gpus)
         except BaseException:
             self._restore_quietly()
             raise
@@ -221,7 +212,7 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
     def on_step_begin(self) -> None:
         """Advance the state machine (count down, set limits, cut samples, decide)."""
         self._begin_if_inactive()
-        self._dispatch(_Event.STEP_BEGIN)
+        self._dispatch("step_begin")
 
     def on_step_end(self) -> None:
         """Note when the step ended (an epoch ending right after keeps its open sample)."""
@@ -230,7 +221,7 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
 
     def on_epoch_end(self) -> None:
         """Pause a visit at the epoch boundary; it goes on at the next step (nothing between is measured)."""
-        self._dispatch(_Event.EPOCH_END)
+        self._dispatch("epoch_end")
 
     def on_train_end(self) -> None:
         """Restore every GPU's original power limit (also called when training failed)."""
@@ -268,20 +259,20 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
         if not self._active and not self._begun:
             self.on_train_begin()
 
-    # -- the state machine --------------------------------------------------------------------------
-    def _dispatch(self, event: _Event) -> None:
+    # -- the state machine (see ._states) -----------------------------------------------------------
+    def _dispatch(self, event: str) -> None:
         if not self._active:
             if not self._warned_inactive:
                 self._warned_inactive = True
                 logger.warning(
                     "GlobalPowerLimitOptimizer got %s outside training (before the first epoch or step began "
                     "it, or after the limits were restored); ignoring it.",
-                    event.value,
+                    event,
                 )
             return
         try:
             state = self._transition(self._state, event)
-            if event is _Event.STEP_BEGIN and not isinstance(state, Done):
+            if event == "step_begin" and not isinstance(state, Done):
                 if self._steps_used >= self.budget_steps:
                     state = self._out_of_budget()
                 else:
@@ -291,14 +282,14 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
             self._restore_quietly()
             raise
 
-    def _transition(self, state: State, event: _Event) -> State:
-        """The one place where states change (see :mod:`._states`)."""
+    def _transition(self, state: State, event: str) -> State:
+        """The one place where states change."""
         match state, event:
-            case Ready(next_power_limit_w=limit, steps_left=left), _Event.STEP_BEGIN:
+            case Ready(next_power_limit_w=limit, steps_left=left), "step_begin":
                 return Ready(limit, left - 1) if left > 1 else self._start(limit, changed=True)
-            case Deciding(power_limit_w=limit), _Event.STEP_BEGIN:
+            case Deciding(power_limit_w=limit), "step_begin":
                 return self._follow(self._plans.take(), set_w=limit) if self._plans.ready() else state
-            case Warmup(power_limit_w=limit, steps_left=left), _Event.STEP_BEGIN:
+            case Warmup(power_limit_w=limit, steps_left=left), "step_begin":
                 if self._plans.pending:  # the next survey limit warms up while its plan comes
                     if not self._plans.ready():
                         return Warmup(limit, max(left - 1, 1))
@@ -307,10 +298,10 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
                         return self._follow(action, set_w=limit)
                     self._action = action
                 return Warmup(limit, left - 1) if left > 1 else self._begin_visit(limit)
-            case Measuring(), _Event.STEP_BEGIN:
+            case Measuring(), "step_begin":
                 visit = self._sampler.step()
                 return state if visit is None else self._finish(visit)
-            case Measuring(), _Event.EPOCH_END:
+            case Measuring(), "epoch_end":
                 self._sampler.pause()
         return state
 
@@ -323,11 +314,6 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
         again, ms = self._action.again, self._log.measurements()
         prior = next((m for m in ms if m.power_limit == limit), None) if again else None
         hint = prior or (ms[-1] if ms else None)  # the last limit measured: this one's steps are no shorter
-
-        def judge(visit: Visit) -> bool:
-            current = self._log.with_running(visit)
-            return self._planner.enough(next(m for m in current if m.power_limit == limit), current)
-
         self._sampler.begin(
             limit,
             min(self._action.cap - (prior.steps if prior else 0), self.budget_steps - self._steps_used),
@@ -335,43 +321,60 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
             prior_samples=prior.samples if prior else 0,  # type: ignore[arg-type]
             step_s=hint.time if hint else None,
             first_step=self._steps_used,
-            judge=judge,
+            judge=self._judge if self._simulated_clock() else lambda v: self._plans.post(self._judge, v),
         )
         return Measuring(limit, again)
 
-    def _finish(self, visit: Visit) -> State:
-        """A visit was handed over: keep it (unless impossible) and plan off this thread.
+    def _judge(self, visit: Visit) -> bool:
+        """Whether a revisit has measured enough (on the planner thread, except on a simulated clock)."""
+        current = self._log.with_running(visit)
+        return self._planner.enough(next(m for m in current if m.power_limit == visit.power_limit), current)
 
-        The plan is taken at the next step; meanwhile the limit stays set (:class:`Deciding`), or,
-        while surveying, the next lower limit already warms up.
+    def _finish(self, visit: Visit) -> State:
+        """A visit was handed over: judge and plan off this thread; meanwhile the limit stays set.
+
+        While surveying, the next lower limit already warms up. A window the GPUs' heat made
+        unusable is measured again at once (twice at most).
         """
-        limit = visit.power_limit
-        if visit.steps:
-            m = next(x for x in self._log.with_running(visit) if x.power_limit == limit)
-            if impossible(m, self.options):
-                return self._reject(m)
-            self._log.add(visit)
-            if logger.isEnabledFor(logging.INFO):
-                self._info(
-                    "%s%s",
-                    ("Profiled again " if self._action.again else "Profiled ") + m.describe(),
-                    self._tag(),
-                )
-        self._plans.submit(self._plan_and_save, self.budget_steps - self._steps_used - 1, self._left_out())
-        measured = {v.power_limit for v in self._log.visits}
+        limit, again = visit.power_limit, self._action.again
+        if self._sampler.unusable and self._retry(limit, "thermal", self._sampler.unusable):
+            return self._start(limit, changed=False)
+        self._plans.submit(self._plan_after, visit, self._action, self.budget_steps - self._steps_used - 1)
+        measured = {v.power_limit for v in self._log.visits} | {limit}
         lower = [w for w in self.power_limits if w < limit and w not in measured]
-        if not self._action.again and lower and self.warmup_steps:
+        if not again and lower and self.warmup_steps:
             self._action = Action(Step.MEASURE, lower[0], cap=self.profile_steps)
             return self._start(lower[0], changed=True)
         return Deciding(limit)
 
-    def _left_out(self) -> list[float]:
-        return [w for w, n in self._rejected.items() if n > _REJECTIONS]
+    def _retry(self, limit: float, kind: str, why: str) -> bool:
+        """Count a discarded measurement of ``limit``; whether to measure it again (twice at most)."""
+        self._rejected[(kind, limit)] = n = self._rejected.get((kind, limit), 0) + 1
+        then = (
+            "Measuring it again."
+            if n <= _REJECTIONS
+            else "Kept anyway."
+            if kind == "thermal"
+            else "That limit is left out."
+        )
+        console.warn(f"Power-limit optimizer: discarded the measurement of {limit:g} W: {why}. {then}")
+        return n <= _REJECTIONS
 
-    def _plan_and_save(self, budget_left: int, left_out: list[float]) -> Action:
-        """On the planner thread: the next step, and the profile saved."""
+    def _plan_after(self, visit: Visit, action: Action, budget_left: int) -> Action:
+        """On the planner thread: keep the visit (unless impossible), plan the next step, save the profile."""
+        limit = visit.power_limit
+        if visit.steps:
+            m = next(x for x in self._log.with_running(visit) if x.power_limit == limit)
+            if not (why := impossible(m, self.options)):
+                self._log.add(visit)
+                self._info(
+                    "%s%s", ("Profiled again " if action.again else "Profiled ") + m.describe(), self._tag()
+                )
+            elif self._retry(limit, "impossible", why):
+                return action
+        left_out = [w for (kind, w), n in self._rejected.items() if kind == "impossible" and n > _REJECTIONS]
         action = self._planner.next_action(self._log.measurements(), left_out, budget_left)
-        self._save_profile(None, "")
+        self._save_profile(None, "", here=True)
         return action
 
     def _follow(self, action: Action, set_w: float | None = None) -> State:
@@ -380,24 +383,11 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
         self._action = action
         return self._start(action.power_limit, changed=action.power_limit != set_w)
 
-    def _reject(self, m: PowerLimitMeasurement) -> State:
-        """Discard an impossible measurement; measure the limit again (twice at most)."""
-        limit, self._rejected[m.power_limit] = m.power_limit, self._rejected.get(m.power_limit, 0) + 1
-        again = self._rejected[limit] <= _REJECTIONS
-        console.warn(
-            f"Power-limit optimizer: discarded the measurement of {limit:g} W: "
-            f"{m.average_power / m.num_gpus:.0f} W per GPU on average is impossible under a {limit:g} W "
-            f"limit (tolerance {self.options.power_tolerance:.0%} plus one energy-counter update). "
-            + ("Measuring it again." if again else "That limit is left out.")
-        )
-        budget_left = self.budget_steps - self._steps_used
-        action = self._planner.next_action(self._log.measurements(), self._left_out(), budget_left)
-        return self._start(limit, changed=False) if again else self._follow(action, set_w=limit)
-
     def _out_of_budget(self) -> State:
         """The budget is spent while undecided: decide from what is measured (and final)."""
         if self._plans.pending and (action := self._plans.take()).step is Step.DONE:
             return self._decide(action.power_limit, action.reason)
+        self._plans.settle()
         visit = self._sampler.abandon() if isinstance(self._state, Measuring) else None
         judged = {m.power_limit: m for m in self._log.with_running(visit)} if visit is not None else {}
         if visit is not None and not impossible(judged[visit.power_limit], self.options):
@@ -408,22 +398,17 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
 
     def _decide(self, optimal: float, reason: str) -> Done:
         self._set_limit(optimal)
+        self._sampler.stop_watching()
         ms = self._log.measurements()
-        self._info(
-            "Optimal power limit: %g W by %r%s, after %d steps at %d of %d limits; %s.",
-            optimal, self.optimum_selector, self._tag(), self._steps_used, len(ms),
-            len(self.power_limits), reason,
-        )  # fmt: skip
-        line = f"Power limit {optimal:g} W chosen by {self.optimum_selector!r}"
-        line += f" after {self._steps_used} profiling steps"
+        line = f"Power limit {optimal:g} W chosen by {self.optimum_selector!r} after {self._steps_used} steps"
+        line += f" ({len(ms)} of {len(self.power_limits)} limits measured; {reason})"
         chosen, top = next((m for m in ms if m.power_limit == optimal), None), ms[0] if ms else None
         if chosen is not None and top is not None and top is not chosen and top.energy > 0:
             line += (
-                f"{self._tag()}: expected {1 - chosen.energy / top.energy:+.1%} energy saved per step, time "
-                "per "
-                f"step {chosen.time / top.time - 1:+.1%}, compared with {top.power_limit:g} W."
+                f": expected {1 - chosen.energy / top.energy:+.1%} energy saved per step, time per step "
+                f"{chosen.time / top.time - 1:+.1%}, compared with {top.power_limit:g} W"
             )
-        console.info(line if line.endswith(".") else f"{line}{self._tag()}.")
+        console.info(f"{line}{self._tag()}.")
         self._save_profile(optimal, reason)
         return Done(optimal, reason)
 
@@ -436,6 +421,7 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
     def _restore(self) -> None:
         """The single restore path: every GPU's limit found at ``on_train_begin`` comes back."""
         restored = self._settings.restore()  # calls _deactivate first; signals wait until it is done
+        self._sampler.stop_watching()
         window, self._stale_window = self._stale_window, None
         if window is not None and window in self.monitor.open_windows:
             self.monitor.end_window(window, cancel=True)
@@ -482,21 +468,22 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
 
     def _reuse_profile(self) -> None:
         assert self.profile_path is not None and self._job is not None
-        profile = load_profile_on_every_rank(self.profile_path, self._job)
-        source = f"profile {str(self.profile_path)!r}"
+        profile = load_profile_on_every_rank(self.profile_path, self._job, self.power_limits)
         if profile is None:
             self._info("No profile at %r yet; it will be written there.", str(self.profile_path))
             return
+        source = f"profile {str(self.profile_path)!r}"
         self._state = self._resume(list(profile.measurements), profile.extra.get("visits"), source)
         if profile.optimal_power_limit_w is not None and profile.selector == repr(self.optimum_selector):
             self._state = Done(profile.optimal_power_limit_w, f"reused from {source}: {profile.reason}")
 
-    def _save_profile(self, optimal: float | None, reason: str) -> None:
+    def _save_profile(self, optimal: float | None, reason: str, here: bool = False) -> None:
+        """Write the profile file on the planner thread (``here``: this is it)."""
         if self.profile_path is None or self._job is None or not distributed.is_rank_zero():
             return
         ms, selector = tuple(self._log.measurements()), repr(self.optimum_selector)
         profile = PowerLimitProfile(self._job, ms, optimal, selector, reason, {"visits": self._log.to_json()})
-        self._plans.post(profile.save, self.profile_path)  # off the training thread
+        profile.save(self.profile_path) if here else self._plans.post(profile.save, self.profile_path)
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-safe state for checkpoints: the visits' samples, the state and the hardware."""
@@ -516,23 +503,21 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
         """Resume from :meth:`state_dict`, before or after ``on_train_begin``.
 
         Measured limits are not profiled again, a visit cut by the checkpoint is measured again, and
-        a checkpoint of other hardware is dropped with a warning.
+        a checkpoint of other (or unnamed) hardware is dropped with a warning.
+
+        Raises:
+            ZeusProfileError: The state is malformed (the message names the field).
         """
         if self._job is None:
-            self._loaded_state = dict(state)
-        else:
-            self._apply_state_dict(state)
-
-    def _apply_state_dict(self, state: Mapping[str, Any]) -> None:
-        assert self._job is not None
-        measurements = checkpointed_measurements(state, self._job)
-        if measurements is None:
+            self._loaded_state = dict(state) if isinstance(state, Mapping) else state
             return
-        self._sampler.cancel()
-        self._state = self._resume(measurements, state.get("visits"), "the checkpoint")
-        if self._active:
-            done = isinstance(self._state, Done)
-            self._set_limit(self._state.optimal_power_limit_w if done else self.power_limits[0])  # type: ignore[union-attr]
+        measurements = checkpointed_measurements(state, self._job)
+        if measurements is not None:
+            self._sampler.cancel()
+            self._state = self._resume(measurements, state.get("visits"), "the checkpoint")
+            if self._active:
+                done = isinstance(self._state, Done)
+                self._set_limit(self._state.optimal_power_limit_w if done else self.power_limits[0])  # type: ignore[union-attr]
 
     def _simulated_clock(self) -> bool:
         return self.monitor.clock is not time.time

@@ -10,8 +10,9 @@ from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
 from zeus_core.exceptions import ZeusConfigError
+from zeus_core.optimizer.power_limit._selectors import OptimumSelector
 
-__all__ = ["PowerLimitOptions", "argument_problems"]
+__all__ = ["PowerLimitOptions", "check_arguments"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,9 @@ class PowerLimitOptions:
             top of ``power_tolerance``.
         smooth: Make the final choice on profiles smoothed along the limits (each mean weighted by
             its standard error); noise-free measurements are used as they are.
+        thermal_check: Measure a limit again (twice at most) when its window was slowed down by
+            heat or the hardware, or its temperature moved by more than 3 °C within it
+            (:func:`zeus_core.monitor.check_window`; GPUs that report neither are not checked).
 
     Raises:
         ZeusConfigError: A field is out of range (the message names it and the fix).
@@ -72,6 +76,7 @@ class PowerLimitOptions:
     power_tolerance: float = 0.05
     counter_period_s: float = 0.1
     smooth: bool = True
+    thermal_check: bool = True
 
     def __post_init__(self) -> None:
         problems = [p for p in (_check(f.name, getattr(self, f.name)) for f in fields(self)) if p]
@@ -105,23 +110,29 @@ class PowerLimitOptions:
         return max(profile_steps, cap)
 
 
-def argument_problems(
-    wait_steps: object, warmup_steps: object, profile_steps: object, pl_step: object
-) -> list[str]:
-    """Every bad value among Zeus's step and limit arguments (the optimizer's own), each with the fix."""
+def check_arguments(
+    selector: object, gpus: list[Any], wait_steps: object, warmup_steps: object, profile_steps: object,
+    pl_step: object,
+) -> None:  # fmt: skip
+    """Refuse bad values of the optimizer's own arguments, every one named with its fix.
+
+    Raises:
+        ZeusConfigError: Any argument is bad.
+    """
     ints = (
         ("wait_steps", wait_steps, 0),
         ("warmup_steps", warmup_steps, 0),
         ("profile_steps", profile_steps, 1),
     )
-    problems = [
-        f"{name}={value!r} (use an int >= {low})"
-        for name, value, low in ints
-        if not _int_at_least(value, low)
-    ]
-    if not _number(pl_step) or not pl_step > 0:  # type: ignore[operator]
+    problems = [f"{name}={v!r} (use an int >= {low})" for name, v, low in ints if not _int_at_least(v, low)]
+    if not _number(pl_step) or not 0 < pl_step < math.inf:  # type: ignore[operator]
         problems.append(f"pl_step={pl_step!r} (use a positive number of watts, e.g. 25)")
-    return problems
+    if not isinstance(selector, OptimumSelector):
+        problems.append(f"optimum_selector={selector!r} (use an OptimumSelector, e.g. Energy())")
+    if not gpus:
+        problems.append("the monitor has no GPUs (pass a ZeusMonitor that measures at least one GPU)")
+    if problems:
+        raise ZeusConfigError("GlobalPowerLimitOptimizer: " + "; ".join(problems) + ".")
 
 
 def _number(value: object) -> bool:
@@ -148,6 +159,7 @@ _RULES: dict[str, tuple[Any, str]] = {
     "margin": (lambda v: _number(v) and 0 <= v < math.inf, "a fraction >= 0"),
     "early_stopping": (lambda v: v in (True, False, None), "True or False"),
     "smooth": (lambda v: isinstance(v, bool), "True or False"),
+    "thermal_check": (lambda v: isinstance(v, bool), "True or False"),
 }
 
 

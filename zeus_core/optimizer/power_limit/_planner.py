@@ -14,6 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from zeus_core import _distributed as distributed
 from zeus_core.optimizer.power_limit._measurement import PowerLimitMeasurement
 from zeus_core.optimizer.power_limit._options import PowerLimitOptions
 from zeus_core.optimizer.power_limit._selectors import OptimumSelector
@@ -66,18 +67,21 @@ def candidate_limits(max_w: float, min_w: float, step_w: float) -> list[float]:
     return limits
 
 
-def impossible(m: PowerLimitMeasurement, options: PowerLimitOptions) -> bool:
-    """Whether ``m``'s average power per GPU exceeds its limit beyond the device's tolerance.
+def impossible(m: PowerLimitMeasurement, options: PowerLimitOptions) -> str:
+    """Why ``m`` is impossible (``""``: it is not): its average power per GPU exceeds the limit.
 
     Allowed: ``power_tolerance`` of the limit plus one counter update at the limit spread over the
     measured time (a counter that moves every ``counter_period_s`` may put one update in a window).
 
     Example:
         >>> impossible(PowerLimitMeasurement(100, energy=30.0, time=0.1, steps=40), PowerLimitOptions())
-        True
+        '300 W per GPU on average is impossible under a 100 W limit'
     """
     allowed = m.power_limit * (1 + options.power_tolerance + options.counter_period_s / (m.time * m.steps))
-    return m.average_power / m.num_gpus > allowed
+    per_gpu = m.average_power / m.num_gpus
+    return f"{per_gpu:.0f} W per GPU on average is impossible under a {m.power_limit:g} W limit" * (
+        per_gpu > allowed
+    )
 
 
 def _shifted(m: PowerLimitMeasurement, time_factor: float, energy_factor: float) -> PowerLimitMeasurement:
@@ -399,12 +403,12 @@ class Planner:
 
 
 class PlanThread:
-    """Makes a plan off the training thread; the training thread takes it a step or more later.
+    """Plans, judges and writes files off the training thread, one job at a time, in order.
 
     Args:
         wait: Whether taking a plan waits for it (on a simulated clock, where waiting costs no time
-            and runs then repeat exactly); otherwise steps go on without it, two at most (steps of
-            a few microseconds, as in tests, could outrun a plan for long).
+            and runs then repeat exactly); otherwise steps go on without it, two at most, and as
+            many on every rank (steps of a few microseconds, as in tests, could outrun a plan).
     """
 
     def __init__(self, wait: Callable[[], bool]) -> None:
@@ -427,14 +431,16 @@ class PlanThread:
 
     def post(self, work: Callable[..., Any], *args: Any) -> Future[Any]:
         """Run ``work(*args)`` on the planner thread (after what is queued), e.g. writing a file."""
-        if self._executor is None:
+        if self._executor is None:  # started by on_train_begin, never on a step
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zeus-plo-planner")
         return self._executor.submit(work, *args)
 
     def ready(self) -> bool:
-        """Whether :meth:`take` may be called now (asked once per step)."""
+        """Whether :meth:`take` may be called now (asked once per step; the same answer on every rank)."""
         self._asked += 1
-        return self._plan is None or self._plan.done() or self._wait() or self._asked > 2
+        if self._plan is None or self._wait() or self._asked > 2:
+            return True
+        return distributed.world_size() == 1 and self._plan.done()
 
     def take(self) -> Action:
         """The plan (waiting for it if needed); an error made while planning is raised here."""
@@ -443,13 +449,12 @@ class PlanThread:
         return plan.result()
 
     def settle(self) -> None:
-        """Wait until the plan being made, if any, is done (without taking it)."""
-        if self._plan is not None:
-            self._plan.exception()
+        """Wait until everything queued on the planner thread is done (a plan stays to be taken)."""
+        if self._executor is not None:
+            self.post(lambda: None).result()
 
     def close(self) -> None:
-        """Stop the planner thread (after the plan being made, if any)."""
-        self.settle()
+        """Stop the planner thread (after what is queued)."""
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None

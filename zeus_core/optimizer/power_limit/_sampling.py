@@ -3,16 +3,19 @@
 :class:`Sampler` opens the visit's window, cuts samples (steps read once) at step counts every rank
 agrees on, keeps them across epoch ends, reduces them over ranks, asks the planner's judge at checks
 whether the visit has measured enough, and hands over the finished :class:`~._measurement.Visit`.
-It never waits for energy (a sample's is taken once final) and keeps a check's work out of samples.
+It never waits for energy (a sample's is taken once final); the judge runs on the planner thread
+and its verdict is taken at the next sample end (the same step on every rank).
 """
 
 from __future__ import annotations
 
 import enum
 import math
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Callable
 
 from zeus_core import _distributed as distributed
+from zeus_core.monitor._thermal import TemperatureMonitor, check_window
 from zeus_core.optimizer.power_limit._measurement import Visit
 from zeus_core.optimizer.power_limit._options import PowerLimitOptions
 
@@ -59,8 +62,8 @@ class Mode(enum.Enum):
 _MAX_WAIT = 1
 """Steps a finished visit waits for its energy without blocking (steps of a few microseconds, in tests)."""
 
-Judge = Callable[[Visit], bool]
-"""Says, from the visit so far, whether it has measured enough."""
+Judge = Callable[[Visit], "Future[bool] | bool"]
+"""Whether the visit so far has measured enough: the answer, or a future one (judged off the thread)."""
 
 
 class Sampler:
@@ -73,6 +76,10 @@ class Sampler:
 
     def __init__(self, monitor: "ZeusMonitor", options: PowerLimitOptions) -> None:
         self.monitor, self.options = monitor, options
+        self.temps: TemperatureMonitor | None = None
+        """Samples the GPUs' temperature and clock events while profiling (see :meth:`watch_heat`)."""
+        self.unusable = ""
+        """Why the last finished visit cannot be used (``""``: it can), agreed by every rank."""
         self.sync = options.min_sample_s > 0
         self.limit: float | None = None
         """The limit being measured (``None``: no visit)."""
@@ -91,6 +98,27 @@ class Sampler:
         (read_s,) = distributed.all_reduce([(clock() - start) / 2], "max")
         return max(self.options.min_sample_s, 100 * read_s)
 
+    def watch_heat(self, gpus: list[Any]) -> None:
+        """Check every visit's window for heat (``thermal_check``), where the GPUs report it.
+
+        A window is unusable when a GPU was slowed down by heat or the hardware, or its temperature
+        moved by more than 3 °C within it (:func:`~zeus_core.monitor.check_window`). The look-back is
+        the window itself: a lower limit lowers the steady temperature, so a look back across limits
+        would call every window of a sweep unsettled.
+        """
+        if self.options.thermal_check and self.temps is None:
+            temps = TemperatureMonitor(gpus, update_period=0.5, clock=self.monitor.clock)
+            temps.sample_now()
+            if temps.supported:  # simulated GPUs report neither
+                temps.start()
+                self.temps = temps
+
+    def stop_watching(self) -> None:
+        """Stop sampling the GPUs' temperature (profiling is over)."""
+        temps, self.temps = self.temps, None
+        if temps is not None:
+            temps.stop()
+
     # -- the visit ------------------------------------------------------------------------------
     def begin(
         self, limit: float, cap: int, mode: Mode, *, prior_samples: int = 0, step_s: float | None = None,
@@ -108,6 +136,7 @@ class Sampler:
             judge: Asked at checks in :attr:`Mode.AGAIN` whether the visit has measured enough.
         """
         self.limit, self.cap, self.mode, self.judge = limit, max(1, cap), mode, judge
+        self.verdict: Future[bool] | None = None  # the judge's answer, taken at the next sample end
         self.prior, self.first_step = prior_samples, first_step
         self.steps = 0  # measured steps that ended
         if self.sample_s is None:
@@ -122,6 +151,9 @@ class Sampler:
         self.waited = 0  # steps the visit has waited for energy
         self.step_ended_s: float | None = None
         self._open_segment()
+        self.began_s, self.unusable = self.start_s, ""
+        if self.temps is not None:
+            self.temps.sample_now()  # a slowdown from the window's start on is seen
 
     def _open_segment(self) -> None:
         self.monitor.begin_window(window_name(self.limit), sync_execution=self.sync)  # type: ignore[arg-type]
@@ -142,8 +174,11 @@ class Sampler:
         if not self._sample_ends(left):
             return None
         enough_samples = len(self.local) + 1 + self.prior >= self.options.min_samples
-        last = left <= 0 or (
-            self.mode is Mode.SURVEY and self.steps >= self.options.min_steps and enough_samples
+        verdict, self.verdict = self.verdict, None
+        last = (
+            left <= 0
+            or (self.mode is Mode.SURVEY and self.steps >= self.options.min_steps and enough_samples)
+            or (verdict is not None and verdict.result())  # waits only if the judge is still at it
         )
         self._cut(last)
         if last:
@@ -152,11 +187,14 @@ class Sampler:
             every = self.options.check_every
             self.next_check += every * (1 + (self.steps - self.next_check) // every)
             visit = self._reduce(partial=True)
-            if visit is not None and self.judge is not None and self.judge(visit):
+            answer = self.judge(visit) if visit is not None and self.judge is not None else None
+            if answer is True:
                 return self._end()
+            self.verdict = answer if isinstance(answer, Future) else None
+            if answer is False:  # judged on this thread: the next sample starts after the judge's work
+                self.base = self.monitor.read_window(window_name(self.limit))  # type: ignore[arg-type]
             if self.counts:  # the step time so far sets the next samples' length
                 self.per_sample = steps_per_sample(self.sample_s, sum(self.times) / sum(self.counts))  # type: ignore[arg-type]
-            self.base = self.monitor.read_window(window_name(self.limit))  # type: ignore[arg-type]  # the check stays out
         return None
 
     def _sample_ends(self, left: int) -> bool:
@@ -195,6 +233,12 @@ class Sampler:
             self.monitor.end_window(window_name(self.limit), cancel=True)  # type: ignore[arg-type]
             self.open = False
         self.ended = True
+        if self.temps is not None:  # the thermal verdict, the same on every rank
+            reason = check_window(self.temps, self.began_s, self.monitor.clock(), lookback_s=0.0).reason
+            if distributed.world_size() > 1:
+                (bad,) = distributed.all_reduce([1.0 if reason else 0.0], "max")
+                reason = reason or ("another rank's GPUs were throttled or settling" if bad else "")
+            self.unusable = reason
         return self._finished()
 
     def _finished(self) -> Visit | None:
@@ -267,7 +311,7 @@ class Sampler:
         if self.open:
             self.monitor.end_window(window_name(self.limit), cancel=True)
             self.open = False
-        self.ended = True
+        self.ended, self.verdict = True, None
         visit = self._reduce(partial=True)
         self.limit = None
         return visit if visit is not None and visit.steps else None
@@ -278,7 +322,7 @@ class Sampler:
             name = window_name(self.limit)
             if name in self.monitor.open_windows:
                 self.monitor.end_window(name, cancel=True)
-        self.limit, self.open = None, False
+        self.limit, self.open, self.verdict = None, False, None
 
 
 def _energy(reading: "Measurement") -> float:
