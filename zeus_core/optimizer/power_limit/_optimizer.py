@@ -398,7 +398,7 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
 
     def _decide(self, optimal: float, reason: str) -> Done:
         self._set_limit(optimal)
-        self._sampler.stop_watching()
+        self._plans.post(self._sampler.stop_watching)  # joins a thread: not on this one
         ms = self._log.measurements()
         line = f"Power limit {optimal:g} W chosen by {self.optimum_selector!r} after {self._steps_used} steps"
         line += f" ({len(ms)} of {len(self.power_limits)} limits measured; {reason})"

@@ -407,8 +407,8 @@ class PlanThread:
 
     Args:
         wait: Whether taking a plan waits for it (on a simulated clock, where waiting costs no time
-            and runs then repeat exactly); otherwise steps go on without it, two at most, and as
-            many on every rank (steps of a few microseconds, as in tests, could outrun a plan).
+            and runs then repeat exactly); otherwise steps go on without it, eight at most alone
+            and two on every rank of a distributed job (steps of microseconds could outrun a plan).
     """
 
     def __init__(self, wait: Callable[[], bool]) -> None:
@@ -438,9 +438,11 @@ class PlanThread:
     def ready(self) -> bool:
         """Whether :meth:`take` may be called now (asked once per step; the same answer on every rank)."""
         self._asked += 1
-        if self._plan is None or self._wait() or self._asked > 2:
+        if self._plan is None or self._wait():
             return True
-        return distributed.world_size() == 1 and self._plan.done()
+        if distributed.world_size() > 1:  # the same step on every rank
+            return self._asked > 2
+        return self._plan.done() or self._asked > 8
 
     def take(self) -> Action:
         """The plan (waiting for it if needed); an error made while planning is raised here."""

@@ -4,7 +4,7 @@
 agrees on, keeps them across epoch ends, reduces them over ranks, asks the planner's judge at checks
 whether the visit has measured enough, and hands over the finished :class:`~._measurement.Visit`.
 It never waits for energy (a sample's is taken once final); the judge runs on the planner thread
-and its verdict is taken at the next sample end (the same step on every rank).
+and its verdict is taken at a later sample end (the next one on every rank of a distributed job).
 """
 
 from __future__ import annotations
@@ -174,16 +174,19 @@ class Sampler:
         if not self._sample_ends(left):
             return None
         enough_samples = len(self.local) + 1 + self.prior >= self.options.min_samples
-        verdict, self.verdict = self.verdict, None
+        verdict = self.verdict  # taken now if done; on several ranks now in any case (the same step)
+        if verdict is not None and (verdict.done() or distributed.world_size() > 1):
+            self.verdict = None
         last = (
             left <= 0
             or (self.mode is Mode.SURVEY and self.steps >= self.options.min_steps and enough_samples)
-            or (verdict is not None and verdict.result())  # waits only if the judge is still at it
+            or (verdict is not None and self.verdict is None and verdict.result())
         )
         self._cut(last)
         if last:
             return self._end()
-        if self.mode is Mode.AGAIN and self.steps >= self.next_check and enough_samples:
+        checking = self.mode is Mode.AGAIN and self.steps >= self.next_check and enough_samples
+        if checking and self.verdict is None:
             every = self.options.check_every
             self.next_check += every * (1 + (self.steps - self.next_check) // every)
             visit = self._reduce(partial=True)
