@@ -407,8 +407,8 @@ class PlanThread:
 
     Args:
         wait: Whether taking a plan waits for it (on a simulated clock, where waiting costs no time
-            and runs then repeat exactly); otherwise steps go on without it, eight at most alone
-            and two on every rank of a distributed job (steps of microseconds could outrun a plan).
+            and runs then repeat exactly); otherwise steps go on without it, two at most, and as
+            many on every rank of a distributed job (steps of microseconds could outrun a plan).
     """
 
     def __init__(self, wait: Callable[[], bool]) -> None:
@@ -440,9 +440,9 @@ class PlanThread:
         self._asked += 1
         if self._plan is None or self._wait():
             return True
-        if distributed.world_size() > 1:  # the same step on every rank
-            return self._asked > 2
-        return self._plan.done() or self._asked > 8
+        if self._asked > 2:  # then waited for (steps of microseconds would spend the budget)
+            return True
+        return distributed.world_size() == 1 and self._plan.done()  # else the same step on every rank
 
     def take(self) -> Action:
         """The plan (waiting for it if needed); an error made while planning is raised here."""

@@ -174,30 +174,36 @@ class Sampler:
         if not self._sample_ends(left):
             return None
         enough_samples = len(self.local) + 1 + self.prior >= self.options.min_samples
-        verdict = self.verdict  # taken now if done; on several ranks now in any case (the same step)
-        if verdict is not None and (verdict.done() or distributed.world_size() > 1):
-            self.verdict = None
-        last = (
-            left <= 0
-            or (self.mode is Mode.SURVEY and self.steps >= self.options.min_steps and enough_samples)
-            or (verdict is not None and self.verdict is None and verdict.result())
-        )
+        survey_done = self.mode is Mode.SURVEY and self.steps >= self.options.min_steps and enough_samples
+        last = left <= 0 or survey_done or self._judged_enough()
         self._cut(last)
         if last:
             return self._end()
-        checking = self.mode is Mode.AGAIN and self.steps >= self.next_check and enough_samples
-        if checking and self.verdict is None:
-            every = self.options.check_every
-            self.next_check += every * (1 + (self.steps - self.next_check) // every)
-            visit = self._reduce(partial=True)
-            answer = self.judge(visit) if visit is not None and self.judge is not None else None
-            if answer is True:
-                return self._end()
-            self.verdict = answer if isinstance(answer, Future) else None
-            if answer is False:  # judged on this thread: the next sample starts after the judge's work
-                self.base = self.monitor.read_window(window_name(self.limit))  # type: ignore[arg-type]
-            if self.counts:  # the step time so far sets the next samples' length
-                self.per_sample = steps_per_sample(self.sample_s, sum(self.times) / sum(self.counts))  # type: ignore[arg-type]
+        if self.mode is Mode.AGAIN and self.steps >= self.next_check and enough_samples and not self.verdict:
+            return self._check()
+        return None
+
+    def _judged_enough(self) -> bool:
+        """The judge's answer, taken when ready (on several ranks: now, the same step on every rank)."""
+        verdict = self.verdict
+        if verdict is None or not (verdict.done() or distributed.world_size() > 1):
+            return False
+        self.verdict = None
+        return bool(verdict.result())
+
+    def _check(self) -> Visit | None:
+        """Ask the judge whether the visit so far has measured enough; the visit if it has (at once)."""
+        every = self.options.check_every
+        self.next_check += every * (1 + (self.steps - self.next_check) // every)
+        visit = self._reduce(partial=True)
+        answer = self.judge(visit) if visit is not None and self.judge is not None else None
+        if answer is True:
+            return self._end()
+        self.verdict = answer if isinstance(answer, Future) else None
+        if answer is False:  # judged on this thread: the next sample starts after the judge's work
+            self.base = self.monitor.read_window(window_name(self.limit))  # type: ignore[arg-type]
+        if self.counts:  # the step time so far sets the next samples' length
+            self.per_sample = steps_per_sample(self.sample_s, sum(self.times) / sum(self.counts))  # type: ignore[arg-type]
         return None
 
     def _sample_ends(self, left: int) -> bool:
