@@ -39,6 +39,7 @@ FOUNDATION: dict[str, set[str]] = {
     "zeus_core._deprecation": set(),
     "zeus_core.monitor._measurement": set(),
     "zeus_core.data": {"zeus_core.exceptions"},  # the bundled measured data
+    "zeus_core._files": {"zeus_core.exceptions"},  # file errors naming the field; safe writes
     "zeus_core.data.__main__": {"zeus_core.data", "zeus_core.exceptions"},
 }
 
@@ -54,7 +55,10 @@ DEVICE_COMMANDS = {"zeus_core.device._cli_env"}
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", tuple(FOUNDATION)),
     # settings (and its process-wide exit hooks): recording and restoring GPU settings
-    ("device", ("zeus_core.device", "zeus_core.settings", "zeus_core._restore_hooks")),
+    (
+        "device",
+        ("zeus_core.device", "zeus_core.settings", "zeus_core._restore_hooks", "zeus_core._settings_record"),
+    ),
     # the privileged daemon (`zeus-suite daemon`): zeusd's API over the devices, with leases
     ("daemon", ("zeus_core.daemon",)),
     ("monitor", ("zeus_core.monitor",)),
