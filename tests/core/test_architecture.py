@@ -40,6 +40,7 @@ FOUNDATION: dict[str, set[str]] = {
     "zeus_core.monitor._measurement": set(),
     "zeus_core.data": {"zeus_core.exceptions"},  # the bundled measured data
     "zeus_core._files": {"zeus_core.exceptions"},  # file errors naming the field; safe writes
+    "zeus_core._arg_types": set(),  # command-line numbers: finite, within bounds
     "zeus_core.data.__main__": {"zeus_core.data", "zeus_core.exceptions"},
 }
 
