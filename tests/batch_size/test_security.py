@@ -434,3 +434,24 @@ def test_the_heartbeat_interval_from_the_server_is_bounded() -> None:
     assert _heartbeat.heartbeat_interval(180.0) == 60.0
     sender = _heartbeat.HeartbeatSender("http://127.0.0.1:1", "/x", {}, 1e308)
     assert sender.interval_s == _heartbeat.MAX_INTERVAL_S
+
+
+# --------------------------------------------------------------------------------- the docs page
+def test_the_security_notes_state_the_bounds_the_code_enforces() -> None:
+    from zeus_core.optimizer.batch_size import _limits as limits
+
+    page = (Path(__file__).resolve().parents[2] / "docs/optimizers/batch-size-security.md").read_text()
+    for figure in (
+        f"0 to {limits.MAX_TIME_S:g} s",
+        f"0 to {limits.MAX_ENERGY_J:g} J",
+        f"at most {limits.MAX_METRIC:g}",
+        f"at most {limits.MAX_EPOCHS}",
+        f"at most {limits.MAX_BATCH_SIZES} per job",
+        f"{limits.MIN_MAX_POWER_W:g} to {limits.MAX_MAX_POWER_W:g} W",
+        f"at least {limits.MIN_PRIOR_STD_J:g} J",
+        f"at most {limits.MAX_BETA:g}",
+        f"0 to {limits.MAX_SLACK:g}",
+        f"at most {limits.MAX_WINDOW_SIZE} and {limits.MAX_PRUNING_ROUNDS}",
+        f"default {limits.MAX_TRIALS_PER_JOB}",
+    ):
+        assert figure in page, figure

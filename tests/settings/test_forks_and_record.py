@@ -211,6 +211,19 @@ def test_after_a_sigkill_the_record_names_the_original_and_the_next_run_restores
     assert limit_w(state) == ADMIN_W  # it used to record 200 W and put that back
 
 
+def test_os_exit_cannot_restore_but_the_record_lets_the_next_run_do_it(state: Path) -> None:
+    gone = start(state, "os-exit", "200")
+    assert gone.first.startswith("READY")  # type: ignore[attr-defined]
+    _, err = gone.communicate(timeout=30)
+    assert gone.returncode == 0 and "power limit before Zeus Suite changes it: 280 W" in err
+    assert limit_w(state) == 200.0  # os._exit runs no Python code: nothing can restore
+    nxt = start(state, "hold", "150")
+    assert nxt.first.startswith("READY")  # type: ignore[attr-defined]
+    _, err = stop(state, nxt)
+    assert "ended without restoring" in err
+    assert limit_w(state) == ADMIN_W
+
+
 def test_an_unsafe_run_directory_is_refused(state: Path, tmp_path: Path) -> None:
     shared = tmp_path / "shared"
     shared.mkdir()

@@ -11,7 +11,7 @@ token is given (``--token-file``, env ``ZEUS_BSO_TOKEN_FILE`` or ``ZEUS_BSO_TOKE
 ``--allow-insecure`` says you mean it. An empty or whitespace-only token counts as none, and a
 token needs at least 16 characters. ``--token`` still works but puts the token in the process
 list (``ps``), so it warns. The server also limits connections, body sizes and read times, and
-answers only to the Host names it expects (docs/optimizers/batch-size.md, "Security").
+answers only to the Host names it expects (docs/optimizers/batch-size-security.md).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ An ASGI middleware; in order, for each HTTP request:
    413 as soon as it passes the limit.
 
 Every refusal has the service's error shape ``{"message", "errors": [{"field", "problem"}]}``, with
-the header or part at fault as the field. docs/optimizers/batch-size.md ("Security") explains the
+the header or part at fault as the field. docs/optimizers/batch-size-security.md explains the
 deployment side (token file, allowed hosts, a proxy, connection limits).
 
 Example:

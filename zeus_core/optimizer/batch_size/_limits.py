@@ -4,7 +4,7 @@ A job spec or report outside these bounds is refused (HTTP 422 naming the field,
 from :func:`explain`); within them the bandit's arithmetic stays finite (sums of up to
 :data:`MAX_TRIALS_PER_JOB` costs, squares, precisions), so no accepted request can make a later one
 fail. Values stored by older versions that lie outside are clamped when read
-(:func:`clamp_spec_dict`). docs/optimizers/batch-size.md ("Security") lists them.
+(:func:`clamp_spec_dict`). docs/optimizers/batch-size-security.md lists them.
 
 Example:
     >>> MAX_ENERGY_J
