@@ -9,6 +9,9 @@ from zeus_core._distributed import reduce_measurement as reduce_measurement
 from zeus_core.callback import CallbackList as CallbackList
 from zeus_core.callback import TrainingCallback as TrainingCallback
 from zeus_core.callback import TrainingProtocol as TrainingProtocol
+
+# carbon intensity and electricity price, offline first
+from zeus_core.carbon import Footprint as Footprint
 from zeus_core.device import CPU as CPU
 from zeus_core.device import GPU as GPU
 from zeus_core.device import Activity as Activity
@@ -41,8 +44,10 @@ from zeus_core.monitor import Measurement as Measurement
 from zeus_core.monitor import MetricsServer as MetricsServer
 from zeus_core.monitor import PowerMonitor as PowerMonitor
 from zeus_core.monitor import PrometheusExporter as PrometheusExporter
+from zeus_core.monitor import TemperatureMonitor as TemperatureMonitor
 from zeus_core.monitor import WindowHandle as WindowHandle
 from zeus_core.monitor import ZeusMonitor as ZeusMonitor
+from zeus_core.monitor import check_window as check_window
 
 # batch-size optimizer
 from zeus_core.optimizer.batch_size import BatchSizeBandit as BatchSizeBandit
@@ -75,6 +80,7 @@ from zeus_core.testing import SimulatedGPU as SimulatedGPU
 from zeus_core.testing import VirtualClock as VirtualClock
 from zeus_core.testing import simulate_steps as simulate_steps
 
-# training: the engine under every adapter
+# training: the engine under every adapter, and the energy insights adapters add
+from zeus_core.training import EnergyInsights as EnergyInsights
 from zeus_core.training import TrainingLifecycle as TrainingLifecycle
 from zeus_core.training import TrainingTracker as TrainingTracker

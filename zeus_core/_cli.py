@@ -36,6 +36,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "serve Zeus's zeusd API as root, with leases: normal users change GPU settings, restored after",
     ),
     "bso-server": ("zeus_core.optimizer.batch_size._cli_bso_server", "run the batch-size optimizer service"),
+    "report": (
+        "zeus_core.report._cli_report",
+        "turn a run's output folder into one HTML page with plots, and a terminal summary",
+    ),
     "reproduce": (
         "zeus_core.simulate._cli_reproduce",
         "reproduce a paper's results with the trace-driven simulator",

@@ -55,7 +55,8 @@ class ZeusAccelerateHook(LifecycleResults):
     """Measures a plain Accelerate loop; build it with :func:`attach`.
 
     Logs each epoch's, evaluation's and the run's figures (``energy/epoch_j``, ``energy/val/total_j``,
-    ``energy/train_j``, ...; docs/integrations.md lists them) with ``accelerator.log`` on the main
+    ``energy/train_j``, ...; docs/integrations.md lists them), with the energy insights (J/sample,
+    J/token, forecast, carbon, cost: docs/insights.md), with ``accelerator.log`` on the main
     process; across processes they are the job's.
 
     Args:
@@ -63,8 +64,10 @@ class ZeusAccelerateHook(LifecycleResults):
         models: The prepared model, or several (e.g. a GAN's two networks).
         optimizers: The prepared (torch) optimizer, or several.
         **options: The options every adapter takes (:class:`~zeus_core.training.TrainingOptions`:
-            ``monitor``, ``log_every_n_steps``, ``include_validation``, ``verbose``, ``simulate``),
-            and :class:`AccelerateOptions`: ``zeus_optimizers`` (training-protocol objects, e.g. a
+            ``monitor``, ``log_every_n_steps``, ``include_validation``, ``verbose``, ``simulate``,
+            ``insights``; give ``EnergyInsights(total_epochs=...)`` for the forecast, and the run
+            record goes to the accelerator's ``project_dir`` by default), and
+            :class:`AccelerateOptions`: ``zeus_optimizers`` (training-protocol objects, e.g. a
             ``GlobalPowerLimitOptimizer``) and ``checkpoint``.
 
     Raises:
@@ -130,7 +133,7 @@ class ZeusAccelerateHook(LifecycleResults):
             gpu_indices_of([self.accelerator.device]), rank_on_machine=self.accelerator.local_process_index
         )
         for model in self.models:
-            self._handles.append(model.register_forward_pre_hook(self._before_forward))
+            self._handles.append(model.register_forward_pre_hook(self._before_forward, with_kwargs=True))
         for opt in self.optimizers:
             inner = getattr(opt, "optimizer", opt)  # AcceleratedOptimizer wraps the torch optimizer
             self._handles.append(inner.register_step_post_hook(self._after_optimizer_step))
@@ -178,7 +181,7 @@ class ZeusAccelerateHook(LifecycleResults):
         self.end(failed=exc_type is not None)
 
     # -- hooks ------------------------------------------------------------------------------------------
-    def _before_forward(self, module: torch.nn.Module, args: Any) -> None:
+    def _before_forward(self, module: torch.nn.Module, args: Any, kwargs: Any) -> None:
         if self._ended:
             return
         if not module.training:
@@ -191,10 +194,12 @@ class ZeusAccelerateHook(LifecycleResults):
                 self._close_epoch()
         if not self.lifecycle.training:
             self.lifecycle.begin_train()
+            self.lifecycle.plan(run_dir=getattr(self.accelerator, "project_dir", None))
         self.lifecycle.begin_epoch()
         if not self._step_open:
             self._step_open = True
             self.lifecycle.begin_step()
+        self.lifecycle.count_batch(args=args, kwargs=kwargs)
         # Flags of the micro-batch about to run: accumulate() has set sync_gradients already.
         self._window_done = bool(self.accelerator.sync_gradients)
         self._epoch_done = self._window_done and bool(self.accelerator.gradient_state.end_of_dataloader)

@@ -2,7 +2,8 @@
 
 Fabric's callbacks are methods that ``fabric.call(name, ...)`` calls by name; :class:`ZeusFabricCallback`
 has methods named like Lightning's hooks and maps them onto a
-:class:`~zeus_core.training.TrainingLifecycle` (docs/integrations.md lists them).
+:class:`~zeus_core.training.TrainingLifecycle` (docs/integrations.md lists them). Pass
+``batch=batch`` to ``on_train_batch_end`` for J/sample and J/token (docs/insights.md).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ class ZeusFabricCallback(LifecycleResults):
     Args:
         zeus_optimizers: A training-protocol object (e.g. ``GlobalPowerLimitOptimizer``) or a sequence.
         **options: The options every adapter takes (:class:`~zeus_core.training.TrainingOptions`:
-            ``monitor``, ``log_every_n_steps``, ``include_validation``, ``verbose``, ``simulate``).
+            ``monitor``, ``log_every_n_steps``, ``include_validation``, ``verbose``, ``simulate``,
+            ``insights``; the run record goes to the first logger's ``log_dir`` by default).
 
     Raises:
         ZeusConfigError: A bad optimizer, step count or ``simulate`` name.
@@ -84,6 +86,8 @@ class ZeusFabricCallback(LifecycleResults):
         self.setup(fabric)
         self._step_open = False
         self.lifecycle.begin_train()
+        loggers = getattr(self._fabric(), "loggers", None) or [None]
+        self.lifecycle.plan(run_dir=getattr(loggers[0], "log_dir", None))
 
     def on_train_epoch_start(self) -> None:
         """An epoch begins."""
@@ -95,8 +99,13 @@ class ZeusFabricCallback(LifecycleResults):
             self._step_open = True
             self.lifecycle.begin_step()
 
-    def on_train_batch_end(self, steps: int = 1) -> None:
-        """A batch ended after ``steps`` optimizer steps (``0``: a micro-batch of an accumulation)."""
+    def on_train_batch_end(self, steps: int = 1, batch: Any = None) -> None:
+        """A batch ended after ``steps`` optimizer steps (``0``: a micro-batch of an accumulation).
+
+        Pass the ``batch`` to count its samples and tokens (J/sample, J/token).
+        """
+        if batch is not None:
+            self.lifecycle.count_batch(batch)
         if self._step_open and steps > 0:
             self._step_open = False
             self._log(self.lifecycle.end_step(steps))

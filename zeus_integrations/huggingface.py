@@ -49,18 +49,20 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState, LifecycleResults):
 
     It measures the GPUs this process trains on (and CPU/DRAM on each machine's first process) and
     appends each epoch's, stage's and the run's figures (``energy/epoch_j``, ``energy/train_j``, ...;
-    docs/integrations.md lists them) to ``state.log_history`` and the metrics ``train()`` returns.
-    Steps are optimizer steps; the totals survive checkpoints. :meth:`attach` also sends the entries to
-    ``report_to`` integrations.
+    docs/integrations.md lists them), with the energy insights (J/sample, J/token from the training
+    batches' ``input_ids``, forecast, carbon, cost: docs/insights.md), to ``state.log_history`` and
+    the metrics ``train()`` returns. Steps are optimizer steps; the totals survive checkpoints.
+    :meth:`attach` also sends the entries to ``report_to`` integrations.
 
     Args:
         zeus_optimizers: A protocol object (``on_train_begin`` ... ``on_train_end``), e.g. a
             ``GlobalPowerLimitOptimizer``, or a sequence of them. Each receives every event.
         **options: The options every adapter takes (:class:`~zeus_core.training.TrainingOptions`:
-            ``monitor``, ``log_every_n_steps``, ``include_validation``, ``verbose``, ``simulate``)
-            and a batch-size trial's (:class:`~zeus_core.training.TrialOptions`:
-            ``batch_size_optimizer``, ``metric_name`` as the Trainer names it, e.g.
-            ``"eval_accuracy"``); a failed ``train()`` abandons the trial.
+            ``monitor``, ``log_every_n_steps``, ``include_validation``, ``verbose``, ``simulate``,
+            ``insights``; the run record goes to ``args.output_dir`` by default) and a batch-size
+            trial's (:class:`~zeus_core.training.TrialOptions`: ``batch_size_optimizer``,
+            ``metric_name`` as the Trainer names it, e.g. ``"eval_accuracy"``); a failed
+            ``train()`` abandons the trial.
 
     Raises:
         ZeusConfigError: ``zeus_optimizers`` does not implement the protocol, ``log_every_n_steps``
@@ -120,12 +122,14 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState, LifecycleResults):
             self._hook.remove()
         me = weakref.ref(self)
 
-        def before_forward(module: Any, inputs: Any) -> None:
+        def before_forward(module: Any, args: Any, kwargs: Any) -> None:
             cb = me()
             if cb is not None and not module.training:
                 cb._begin_stage()
+            elif cb is not None:
+                cb.lifecycle.count_batch(args=args, kwargs=kwargs)  # samples and tokens of a micro-batch
 
-        self._hook = model.register_forward_pre_hook(before_forward)
+        self._hook = model.register_forward_pre_hook(before_forward, with_kwargs=True)
         self._hooked = weakref.ref(model)
 
     def _setup(self, args: TrainingArguments, model: Any) -> None:
@@ -161,6 +165,7 @@ class ZeusTrainerCallback(TrainerCallback, ExportableState, LifecycleResults):
         self._snapshot, self._unreported_epoch, self._last_eval = None, None, {}
         self._warn_unbound_integrations(args)
         self.lifecycle.begin_train()
+        self.lifecycle.plan(state.num_train_epochs, state.max_steps, args.output_dir)
 
     @override
     def on_epoch_begin(

@@ -38,8 +38,9 @@ class ZeusCallback(Callback, LifecycleResults):
     It measures the GPU this process trains on and, on each machine's first process, CPU packages
     and DRAM; under DDP the logged figures are the job's. It logs ``energy/epoch_j``,
     ``time/epoch_s`` and ``power/avg_w`` per epoch (through ``pl_module.log``), stage, step and
-    end-of-fit figures too (keys and launch modes: docs/integrations.md), and saves its totals in
-    Lightning checkpoints.
+    end-of-fit figures too (keys and launch modes: docs/integrations.md), with the energy insights
+    (J/sample, J/token, forecast, carbon, cost: docs/insights.md) beside the epoch and fit figures,
+    and saves its totals in Lightning checkpoints.
 
     Args:
         zeus_optimizers: A training-protocol object (e.g.
@@ -48,10 +49,10 @@ class ZeusCallback(Callback, LifecycleResults):
             ``on_train_end`` (which restores GPU settings) runs on every exit path.
         prog_bar: Show ``energy/epoch_j`` and ``power/avg_w`` in the progress bar.
         **options: The options every adapter takes (:class:`~zeus_core.training.TrainingOptions`:
-            ``monitor``, ``log_every_n_steps``, ``include_validation``, ``verbose``, ``simulate``)
-            and a batch-size trial's (:class:`~zeus_core.training.TrialOptions`:
-            ``batch_size_optimizer``, ``metric_name``, the logged validation metric, e.g.
-            ``"val_acc"``).
+            ``monitor``, ``log_every_n_steps``, ``include_validation``, ``verbose``, ``simulate``,
+            ``insights``; the run record goes to the logger's folder by default) and a batch-size
+            trial's (:class:`~zeus_core.training.TrialOptions`: ``batch_size_optimizer``,
+            ``metric_name``, the logged validation metric, e.g. ``"val_acc"``).
 
     Raises:
         ZeusConfigError: ``log_every_n_steps`` is not positive, ``zeus_optimizers`` does not
@@ -117,6 +118,8 @@ class ZeusCallback(Callback, LifecycleResults):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._step_open = False
         self.lifecycle.begin_train()
+        run_dir = trainer.log_dir if trainer.loggers else None  # no logger: Lightning writes nothing either
+        self.lifecycle.plan(trainer.max_epochs, _planned_steps(trainer), run_dir)
 
     @override
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -135,6 +138,7 @@ class ZeusCallback(Callback, LifecycleResults):
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
+        self.lifecycle.count_batch(batch)
         if self._step_open and trainer.global_step != self._step_start:
             self._end_step(trainer)
 
@@ -245,6 +249,14 @@ class ZeusCallback(Callback, LifecycleResults):
         if totals:
             for lg in trainer.loggers:
                 lg.log_metrics(totals, step=trainer.global_step)
+
+
+def _planned_steps(trainer: pl.Trainer) -> float | None:
+    """The fit's optimizer steps as Lightning estimates them (``None`` where it cannot)."""
+    try:
+        return float(trainer.estimated_stepping_batches)
+    except Exception:  # e.g. an iterable data set without a length
+        return None
 
 
 def _trained_gpus(trainer: pl.Trainer) -> list[int] | None:

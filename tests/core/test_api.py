@@ -66,5 +66,5 @@ def test_callback_list_reaches_every_train_end_even_if_one_raises() -> None:
 def test_cli_lists_every_subcommand() -> None:
     out = subprocess.run([sys.executable, "-m", "zeus_core._cli", "--help"], capture_output=True, text=True)
     assert out.returncode == 0
-    for command in ("env", "measure", "power", "metrics", "plan", "bso-server", "reproduce"):
+    for command in ("env", "measure", "power", "metrics", "plan", "bso-server", "report", "reproduce"):
         assert command in out.stdout

@@ -42,6 +42,14 @@ FOUNDATION: dict[str, set[str]] = {
     "zeus_core._files": {"zeus_core.exceptions"},  # file errors naming the field; safe writes
     "zeus_core._arg_types": set(),  # command-line numbers: finite, within bounds
     "zeus_core.data.__main__": {"zeus_core.data", "zeus_core.exceptions"},
+    # carbon intensity and cost of energy (the shipped table, a user's value, live providers)
+    "zeus_core.carbon": {"zeus_core.carbon._footprint", "zeus_core.carbon._table"},
+    "zeus_core.carbon._footprint": {
+        "zeus_core.carbon._table",
+        "zeus_core.console",
+        "zeus_core.exceptions",
+    },
+    "zeus_core.carbon._table": {"zeus_core.data", "zeus_core.exceptions"},
 }
 
 # What the device layer may stand on besides itself.
@@ -62,7 +70,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ),
     # the privileged daemon (`zeus-suite daemon`): zeusd's API over the devices, with leases
     ("daemon", ("zeus_core.daemon",)),
-    ("monitor", ("zeus_core.monitor",)),
+    # measurement, and `zeus_core.profile` (a callable's energy per call, thermally stable)
+    ("monitor", ("zeus_core.monitor", "zeus_core.profile")),
     ("optimizers", ("zeus_core.optimizer",)),
     # simulated devices and fakes: built on the devices and on the optimizers' data (Perseus profiles)
     ("testing", ("zeus_core.testing",)),
@@ -70,6 +79,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("training", ("zeus_core.training",)),
     ("simulate", ("zeus_core.simulate",)),
     ("integrations", ("zeus_integrations",)),
+    # `zeus-suite report`: reads run folders, draws; nothing in the library imports it
+    ("report", ("zeus_core.report",)),
 ]
 # Deprecation aliases: kept only for import paths a README example used, each warns
 # DeprecationWarning naming the new import and re-exports from it. They sit outside the layers.

@@ -10,6 +10,9 @@ Bundled (sources and licenses in ``zeus_core/data/NOTICE.md``):
 * ``perseus/a100_4stage_profile.csv``: a **simulated** Perseus instruction profile (4 stages, A100-like,
   from :func:`zeus_core.testing._pipeline_profiles.physical_instruction_profile`
   with seed 0) to try ``zeus-suite plan`` with.
+* ``carbon_intensity/electricity_2023.json``: lifecycle carbon intensity of electricity (gCO2e/kWh) of
+  33 countries and the world in 2023, from Ember's yearly electricity data via Our World in Data,
+  CC-BY-4.0 (read by :mod:`zeus_core.carbon`).
 
 ``python -m zeus_core.data NAME`` prints the path of ``NAME`` (for shell use), and
 ``python -m zeus_core.data`` lists what is bundled.
@@ -35,13 +38,17 @@ DATASETS: dict[str, str] = {
     "perseus/a100_4stage_profile.csv": (
         "a simulated A100-like 4-stage instruction profile for `zeus-suite plan`"
     ),
+    "carbon_intensity/electricity_2023.json": (
+        "carbon intensity of electricity per country, 2023, gCO2e/kWh "
+        "(Ember via Our World in Data, CC-BY-4.0)"
+    ),
 }
 """What is bundled: name → one-line description.
 
 Example:
     >>> from zeus_core import data
     >>> sorted(data.DATASETS)[:2]
-    ['perseus/a100_4stage_profile.csv', 'power_limit_profiles']
+    ['carbon_intensity/electricity_2023.json', 'perseus/a100_4stage_profile.csv']
 """
 
 
@@ -50,7 +57,8 @@ def path(name: str) -> Path:
 
     Args:
         name: One of :data:`DATASETS` (``"zeus_nsdi23"``, ``"power_limit_profiles"``,
-            ``"perseus/a100_4stage_profile.csv"``), or a file inside one of them
+            ``"perseus/a100_4stage_profile.csv"``, ``"carbon_intensity/electricity_2023.json"``),
+            or a file inside one of them
             (``"power_limit_profiles/A40_resnet50_1gpu.csv"``).
 
     Raises:

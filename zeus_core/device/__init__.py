@@ -13,7 +13,15 @@ Example:
 """
 
 from zeus_core.device._activity import Activity, ChildProcessActivity, ProcessActivity
-from zeus_core.device._base import CPU, GPU, CpuEnergy, Device, DeviceKind, PowerLimitConstraints
+from zeus_core.device._base import (
+    CPU,
+    GPU,
+    ClockEventReasons,
+    CpuEnergy,
+    Device,
+    DeviceKind,
+    PowerLimitConstraints,
+)
 from zeus_core.device._discovery import DeviceReport, discover, get_cpus, get_gpus
 from zeus_core.device._registry import Unavailable, register_gpu_vendor, unregister_gpu_vendor
 
@@ -24,6 +32,7 @@ __all__ = [
     "CPU",
     "CpuEnergy",
     "PowerLimitConstraints",
+    "ClockEventReasons",
     "get_gpus",
     "get_cpus",
     "discover",

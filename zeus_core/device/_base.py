@@ -20,7 +20,17 @@ from typing import Callable, ClassVar, Literal
 
 from zeus_core.exceptions import ZeusNotSupportedError
 
-__all__ = ["Clock", "DeviceKind", "Device", "PowerLimitConstraints", "GPU", "CpuEnergy", "CPU", "wall_clock"]
+__all__ = [
+    "Clock",
+    "DeviceKind",
+    "Device",
+    "PowerLimitConstraints",
+    "ClockEventReasons",
+    "GPU",
+    "CpuEnergy",
+    "CPU",
+    "wall_clock",
+]
 
 Clock = Callable[[], float]
 """A function returning the current time in seconds."""
@@ -103,6 +113,54 @@ class PowerLimitConstraints:
     min_w: float
     max_w: float
     default_w: float
+
+
+@dataclass(frozen=True)
+class ClockEventReasons:
+    """Why a GPU's clocks are below their maximum right now (NVML's clock-event, formerly throttle, reasons).
+
+    Held as NVML's bit mask (the ``nvmlClocksEventReason*`` values, the same on every driver).
+    A power cap (``sw_power_cap``) is what a power limit is meant to do; thermal and hardware
+    slowdowns are not, and make energy measurements of that moment unrepresentative.
+
+    Attributes:
+        mask: NVML's bit mask (``0``: running at full clocks, or idle without a reason).
+
+    Example:
+        >>> ClockEventReasons(0x20 | 0x4).names
+        ('sw_power_cap', 'sw_thermal_slowdown')
+        >>> ClockEventReasons(0x20).slowdown
+        True
+    """
+
+    mask: int = 0
+
+    BITS: ClassVar[dict[int, str]] = {
+        0x1: "gpu_idle",
+        0x2: "applications_clocks_setting",
+        0x4: "sw_power_cap",
+        0x8: "hw_slowdown",
+        0x10: "sync_boost",
+        0x20: "sw_thermal_slowdown",
+        0x40: "hw_thermal_slowdown",
+        0x80: "hw_power_brake_slowdown",
+        0x100: "display_clock_setting",
+    }
+    """NVML's reason bits and their names."""
+    SLOWDOWN_MASK: ClassVar[int] = 0x8 | 0x20 | 0x40 | 0x80
+    """Thermal and hardware slowdowns: the reasons that make a measured window unrepresentative."""
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Names of the set reasons, lowest bit first (unknown bits as ``bit<n>``)."""
+        return tuple(
+            self.BITS.get(1 << n, f"bit{n}") for n in range(self.mask.bit_length()) if self.mask >> n & 1
+        )
+
+    @property
+    def slowdown(self) -> bool:
+        """Whether a thermal or hardware slowdown is active (a power cap is not one)."""
+        return bool(self.mask & self.SLOWDOWN_MASK)
 
 
 class GPU(Device):
@@ -223,6 +281,22 @@ class GPU(Device):
     def has_instant_power(self) -> bool:
         """Whether :meth:`get_power` is instantaneous rather than an average over a window (e.g. 1 s)."""
         return True
+
+    def get_temperature(self) -> float:
+        """The GPU die temperature, °C.
+
+        Raises:
+            ZeusNotSupportedError: The device has no temperature sensor this backend can read.
+        """
+        raise ZeusNotSupportedError(f"{self.describe()} cannot report its temperature.")
+
+    def get_clock_event_reasons(self) -> ClockEventReasons:
+        """Why the clocks are below their maximum now (NVML's clock-event or throttle reasons).
+
+        Raises:
+            ZeusNotSupportedError: The device or driver cannot report them.
+        """
+        raise ZeusNotSupportedError(f"{self.describe()} cannot report clock-event (throttle) reasons.")
 
     def describe(self) -> str:
         """One line naming the device, e.g. ``"GPU 0: NVIDIA A40 (simulated)"``."""

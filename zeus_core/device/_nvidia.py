@@ -16,7 +16,7 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any, Mapping
 
-from zeus_core.device._base import PowerLimitConstraints
+from zeus_core.device._base import ClockEventReasons, PowerLimitConstraints
 from zeus_core.device._registry import Unavailable
 from zeus_core.device._vendor import (
     VendorGPU,
@@ -393,6 +393,22 @@ class NVIDIAGPU(VendorGPU):
     def nvml_index(self) -> int:
         """NVML's index of this GPU (differs from :attr:`index` when ``CUDA_VISIBLE_DEVICES`` remaps it)."""
         return self.backend_index
+
+    # -- temperature and clock events -------------------------------------------------------------
+    def get_temperature(self) -> float:
+        """GPU die temperature, °C (``nvmlDeviceGetTemperatureV``, or the older call on old bindings)."""
+        sensor = getattr(self._module, "NVML_TEMPERATURE_GPU", 0)
+        if hasattr(self._module, "nvmlDeviceGetTemperatureV"):
+            return float(self._call("get_temperature()", "nvmlDeviceGetTemperatureV", sensor))
+        return float(self._call("get_temperature()", "nvmlDeviceGetTemperature", sensor))
+
+    def get_clock_event_reasons(self) -> ClockEventReasons:
+        """Why the clocks are below their maximum now (NVML's clock-event, formerly throttle, reasons)."""
+        if hasattr(self._module, "nvmlDeviceGetCurrentClocksEventReasons"):
+            mask = self._call("get_clock_event_reasons()", "nvmlDeviceGetCurrentClocksEventReasons")
+        else:
+            mask = self._call("get_clock_event_reasons()", "nvmlDeviceGetCurrentClocksThrottleReasons")
+        return ClockEventReasons(int(mask))
 
 
 def probe_nvidia(environ: Mapping[str, str] | None = None) -> tuple[list[NVIDIAGPU], Unavailable | None]:

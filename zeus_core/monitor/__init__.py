@@ -1,9 +1,11 @@
-"""Measurement: time and energy of windows, power timelines, and their export to Prometheus.
+"""Measurement: time and energy of windows, power and temperature timelines, and their export to Prometheus.
 
 :class:`ZeusMonitor` measures named windows (an epoch, a step), each giving a
 :class:`Measurement`; :class:`PowerMonitor` keeps power timelines to integrate any span later;
+:class:`TemperatureMonitor` keeps GPU temperature and clock-event (throttle) reasons, and
+:func:`check_window` says whether a window was thermally sound (:class:`ThermalCheck`);
 :class:`PrometheusExporter` and :class:`MetricsServer` publish them. docs/measuring.md explains
-how a window's energy is read.
+how a window's energy is read, docs/insights.md the thermal checks.
 
 Example:
     >>> from zeus_core.monitor import ZeusMonitor
@@ -19,6 +21,7 @@ from zeus_core.monitor._energy import WindowHandle, ZeusMonitor
 from zeus_core.monitor._measurement import Measurement
 from zeus_core.monitor._power import PowerMonitor
 from zeus_core.monitor._prometheus import MetricsServer, PrometheusExporter
+from zeus_core.monitor._thermal import TemperatureMonitor, ThermalCheck, check_window
 
 __all__ = [
     "ZeusMonitor",
@@ -27,4 +30,7 @@ __all__ = [
     "PowerMonitor",
     "PrometheusExporter",
     "MetricsServer",
+    "TemperatureMonitor",
+    "ThermalCheck",
+    "check_window",
 ]

@@ -269,6 +269,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="append one row (time, energy per device, exit code) to this CSV file",
     )
     parser.add_argument(
+        "--output",
+        type=Path,
+        metavar="DIR",
+        help="write zeus_run.json and a power timeline zeus_power.csv here, for `zeus-suite report DIR`",
+    )
+    parser.add_argument(
         "cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command to run and measure"
     )
     parser.epilog = "Example: zeus-suite measure -- python train.py --epochs 3"
@@ -299,6 +305,7 @@ def run(args: argparse.Namespace) -> int:
     for note in notes:
         logger.warning("%s", note)
 
+    timeline = _start_timeline(gpus, args.output)
     try:
         returncode, signals, start_time, m = _measure(command, monitor)
     except OSError as e:
@@ -307,6 +314,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"zeus-suite measure: cannot run {command[0]!r}: {e.strerror or e}{hint}", file=sys.stderr)
         return 127 if missing else 126
     finally:
+        _stop_timeline(timeline)
         monitor.close()
         for c in cpus:
             close = getattr(c, "close", None)
@@ -323,12 +331,56 @@ def run(args: argparse.Namespace) -> int:
     followed = following_note(gpus, m.time)
     if followed is not None:
         console.print(followed, soft_wrap=True)
+    _write_output(args.output, shown, exit_code, m, gpus, cpus, start_time, timeline)
     if args.csv is not None:
         try:
             _append_csv(args.csv, header, _csv_row(start_time, command, exit_code, m, gpus, cpus))
         except OSError as e:  # the report above still has the numbers
             print(f"zeus-suite measure: cannot append to --csv {str(args.csv)!r}: {e}", file=sys.stderr)
     return exit_code
+
+
+def _start_timeline(gpus: Sequence[GPU], output: Path | None):  # -> Timeline | None
+    """Sample the GPUs' power and temperature for --output (from before the command starts)."""
+    if output is None:
+        return None
+    from zeus_core.training._run_record import Timeline
+
+    timeline = Timeline(gpus)
+    timeline.start()
+    return timeline
+
+
+def _stop_timeline(timeline) -> None:
+    if timeline is not None:
+        timeline.stop()
+
+
+def _write_output(
+    folder: Path | None,
+    shown: str,
+    exit_code: int,
+    m: Measurement,
+    gpus: Sequence[GPU],
+    cpus: Sequence[CPU],
+    start_time: float,
+    timeline,
+) -> None:
+    """Write the run record of --output (carbon and cost from ZEUS_SUITE_CARBON_REGION and friends)."""
+    if folder is None:
+        return
+    from zeus_core.carbon import Footprint
+    from zeus_core.training._run_record import command_record, write_record
+
+    try:
+        record = command_record(shown, exit_code, m, gpus, cpus, start_time, Footprint.from_env())
+        path = write_record(folder, record, timeline.rows() if timeline is not None else None)
+        print(
+            f"zeus-suite measure: run record written to {path} (`zeus-suite report {folder}`)",
+            file=sys.stderr,
+        )
+    except (OSError, ZeusError) as e:  # the report above still has the numbers
+        print(f"zeus-suite measure: cannot write --output {str(folder)!r}: {e}", file=sys.stderr)
 
 
 def _measure(command: list[str], monitor) -> tuple[int, list[int], float, Measurement]:

@@ -17,6 +17,13 @@ Behaviour, as on real hardware:
 - ``library_found=False`` / ``driver_loaded=False`` make ``nvmlInit`` fail like a machine
   without the driver.
 
+Temperature follows the draw with one thermal time constant: it relaxes exponentially towards
+``ambient_c + thermal_resistance_c_per_w x draw`` (``nvmlDeviceGetTemperature(V)``). At
+``slowdown_c`` the GPU slows down (``nvmlDeviceGetCurrentClocksEventReasons`` reports
+``SwThermalSlowdown``) and draws ``slowdown_power_factor`` of its power until it has cooled by
+3 °C; ``leakage_per_c`` makes power grow with temperature. By default there is neither slowdown
+(``slowdown_c=None``) nor leakage, so energy follows ``power_w`` exactly; a spec asks for them.
+
 ``calls`` counts calls per function name. ``instant=True`` makes the energy counter advance by
 a fixed step per read without consulting the clock, for benchmarks that must see the caller's
 cost rather than the fake's.
@@ -33,6 +40,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 import types
@@ -80,6 +88,13 @@ class FakeGPUSpec:
         instant_power_field: Whether ``NVML_FI_DEV_POWER_INSTANT`` answers (newer drivers).
         power_limit_settable: ``False`` makes the limit setter raise ``NotSupported``.
         energy_start_j: Counter value at creation, J.
+        ambient_c: Temperature of an idle, cooled-down GPU (and at creation), °C.
+        thermal_resistance_c_per_w: Steady-state temperature rise per watt drawn, °C/W.
+        thermal_time_constant_s: How fast temperature follows power (1/e of the way per constant), s.
+        slowdown_c: Temperature where thermal slowdown starts, °C (released 3 °C below); ``None``:
+            the GPU never slows down.
+        slowdown_power_factor: Share of its power the GPU draws while slowed down.
+        leakage_per_c: Relative power increase per °C above ``ambient_c`` (0: none).
 
     Example:
         >>> FakeGPUSpec.h100().max_limit_w, FakeGPUSpec.preset("v100", power_w=200.0).power_w
@@ -98,6 +113,12 @@ class FakeGPUSpec:
     instant_power_field: bool = _A40.instant_power_field
     power_limit_settable: bool = True
     energy_start_j: float = 123456.0
+    ambient_c: float = 30.0
+    thermal_resistance_c_per_w: float = 0.09
+    thermal_time_constant_s: float = 60.0
+    slowdown_c: float | None = None
+    slowdown_power_factor: float = 0.8
+    leakage_per_c: float = 0.0
     a40: ClassVar[Preset[FakeGPUSpec]] = Preset()
     a100: ClassVar[Preset[FakeGPUSpec]] = Preset()
     h100: ClassVar[Preset[FakeGPUSpec]] = Preset()
@@ -137,15 +158,44 @@ class FakeDevice:
         self.energy_mj = spec.energy_start_j * 1000.0
         self.instant_mj = int(self.energy_mj)  # the counter in instant mode (see FakeNVML)
         self._last = now
+        self.temperature_c = spec.ambient_c
+        self.slowed_down = False
 
     def draw_w(self) -> float:
-        """Current draw, W: ``power_w`` capped by the power limit."""
-        return min(self.power_w, self.power_limit_mw / 1000.0)
+        """Current draw, W: ``power_w`` (with leakage and slowdown) capped by the power limit."""
+        return min(self.power_w * self._thermal_factor(), self.power_limit_mw / 1000.0)
 
     def accumulate(self, now: float) -> None:
-        """Advance the energy counter to ``now``."""
+        """Advance the energy counter (and the temperature) to ``now``."""
         self.energy_mj += self.draw_w() * (now - self._last) * 1000.0
+        self._advance_thermal(now - self._last)
         self._last = now
+
+    def _thermal_factor(self) -> float:
+        spec = self.spec
+        leak = 1.0 + spec.leakage_per_c * max(0.0, self.temperature_c - spec.ambient_c)
+        return leak * (spec.slowdown_power_factor if self.slowed_down else 1.0)
+
+    def _advance_thermal(self, dt: float) -> None:
+        """Temperature relaxes towards ambient + R x draw, in steps short against the time constant."""
+        spec = self.spec
+        tau = max(spec.thermal_time_constant_s, 1e-9)
+        while dt > 0:
+            h = min(dt, tau / 50.0)
+            target = spec.ambient_c + spec.thermal_resistance_c_per_w * self.draw_w()
+            self.temperature_c = target + (self.temperature_c - target) * math.exp(-h / tau)
+            if spec.slowdown_c is not None and self.temperature_c >= spec.slowdown_c:
+                self.slowed_down = True
+            elif spec.slowdown_c is None or self.temperature_c <= spec.slowdown_c - 3.0:
+                self.slowed_down = False
+            dt -= h
+
+    def clock_event_mask(self) -> int:
+        """NVML clock-event reasons now: thermal slowdown when hot, power cap when the limit bites."""
+        mask = _real.nvmlClocksEventReasonSwThermalSlowdown if self.slowed_down else 0
+        if self.power_w * self._thermal_factor() > self.power_limit_mw / 1000.0:
+            mask |= _real.nvmlClocksEventReasonSwPowerCap
+        return mask
 
     def __repr__(self) -> str:
         return f"<FakeDevice {self.index} {self.spec.name}>"
@@ -374,6 +424,34 @@ class FakeNVML(types.ModuleType):
             else:
                 out.append(_FieldValue(fid, scope, _real.NVML_ERROR_NOT_SUPPORTED, 0, ts))
         return out
+
+    # -- temperature and clock events ---------------------------------------------------------------
+    def nvmlDeviceGetTemperature(self, handle: Any, sensor: int) -> int:
+        self.calls["nvmlDeviceGetTemperature"] += 1
+        return self._temperature(handle, sensor)
+
+    def nvmlDeviceGetTemperatureV(self, handle: Any, sensor: int, version: Any = None) -> int:
+        self.calls["nvmlDeviceGetTemperatureV"] += 1
+        return self._temperature(handle, sensor)
+
+    def _temperature(self, handle: Any, sensor: int) -> int:
+        dev = self._dev(handle)
+        if sensor != _real.NVML_TEMPERATURE_GPU:
+            raise NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
+        dev.accumulate(self.clock())
+        return int(round(dev.temperature_c))  # NVML reports whole degrees
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Any) -> int:
+        self.calls["nvmlDeviceGetCurrentClocksEventReasons"] += 1
+        dev = self._dev(handle)
+        dev.accumulate(self.clock())
+        return dev.clock_event_mask()
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, handle: Any) -> int:
+        self.calls["nvmlDeviceGetCurrentClocksThrottleReasons"] += 1
+        dev = self._dev(handle)
+        dev.accumulate(self.clock())
+        return dev.clock_event_mask()
 
     # -- power limit ------------------------------------------------------------------------------
     def nvmlDeviceGetPowerManagementLimitConstraints(self, handle: Any) -> list[int]:

@@ -86,11 +86,14 @@ PHYSICAL_GPUS: dict[str, PhysicalGpuSpec] = {
         sweep_step_mhz=15,
     ),
 }
-"""Built-in GPU specs: ``"a100"`` (SXM4 40 GB: 210–1410 MHz, 400 W) and ``"a40"`` (210–1740 MHz, 300 W).
+"""The GPUs :func:`physical_instruction_profile` models by name, with their per-instruction workload.
+
+``"a100"`` (SXM4 40 GB: 210–1410 MHz, 400 W) and ``"a40"`` (210–1740 MHz, 300 W).
 
 Example:
-    >>> sorted(PHYSICAL_GPUS)
-    ['a100', 'a40']
+    >>> from zeus_core.testing import PHYSICAL_GPUS
+    >>> sorted(PHYSICAL_GPUS), PHYSICAL_GPUS["a100"].blocking_power_w
+    (['a100', 'a40'], 80.0)
 """
 
 
@@ -143,9 +146,13 @@ def physical_instruction_profile(
         ZeusConfigError: Unknown GPU name, or bad sizes.
 
     Example:
-        >>> profile = physical_instruction_profile("a40", num_stages=2)
-        >>> profile.stages
-        [0, 1]
+        >>> from zeus_core.testing import physical_instruction_profile
+        >>> profile = physical_instruction_profile("a100", 2)
+        >>> profile.stages, profile.simulated
+        ([0, 1], True)
+        >>> fastest = profile.get(0, "forward")[0]  # the highest clock first
+        >>> fastest.frequency_mhz, fastest.time_s < profile.get(0, "forward")[-1].time_s
+        (1410, True)
     """
     if isinstance(gpu, str):
         try:

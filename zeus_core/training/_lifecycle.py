@@ -19,6 +19,7 @@ from zeus_core.exceptions import ZeusConfigError
 from zeus_core.monitor._energy import ZeusMonitor
 from zeus_core.testing import SimulatedGPU
 from zeus_core.testing._stand_in import simulated_gpu, simulated_stand_in
+from zeus_core.training._insights import EnergyInsights, InsightsRun
 from zeus_core.training._options import TrialOptions, ZeusOptimizers, check_options
 from zeus_core.training._tracker import STAGES, TrainingTracker, check_tracker_args, metric_key, stage_key
 from zeus_core.training._trial_reporter import TrialReporter, trial_reporter
@@ -97,7 +98,9 @@ class TrainingLifecycle:
     Args:
         who: The adapter's name for messages, e.g. ``"ZeusCallback"``.
         zeus_optimizers: Training-protocol objects (e.g. ``GlobalPowerLimitOptimizer``) or ``None``.
-        **options: The adapters' options (:class:`~zeus_core.training.TrialOptions`).
+        **options: The adapters' options (:class:`~zeus_core.training.TrialOptions`), ``insights``
+            included (J/sample, forecast, carbon, cost and the run record; default: an
+            :class:`~zeus_core.training.EnergyInsights` with its defaults).
 
     Raises:
         ZeusConfigError: A bad optimizer, step count or ``simulate`` name, or a batch-size optimizer
@@ -133,6 +136,9 @@ class TrainingLifecycle:
         self.monitor = options.get("monitor")
         self.include_validation = bool(options.get("include_validation", False))
         self.verbose = bool(options.get("verbose", True))
+        insights = options.get("insights")
+        self.insights = insights if insights is not None else EnergyInsights()
+        self.insights_run: InsightsRun | None = None
         self.tracker: TrainingTracker | None = None
         self.epoch_history: list[dict[str, float]] = []
         self.stage_history: dict[str, list[dict[str, float]]] = {s: [] for s in STAGES}
@@ -149,6 +155,7 @@ class TrainingLifecycle:
         if self._own_monitor:  # rebuilt for the new process's devices by setup()
             state.update(monitor=None, tracker=None, _own_monitor=False, _sim_gpus=[])
         state["_finalizer"] = None
+        state["insights_run"] = None
         return state
 
     # -- set-up -------------------------------------------------------------------------------------
@@ -242,6 +249,7 @@ class TrainingLifecycle:
         if self.trial_reporter is not None:
             self.trial_reporter.start()
         tracker.on_train_begin()
+        self.insights_run = self.insights.begin(self.who, self.monitor, self.verbose)
         # Guarantees on_train_end (and so the optimizers' restore) at garbage collection or exit.
         self._finalizer = weakref.finalize(self, _abort_run, tracker, self.trial_reporter, self.who)
 
@@ -249,6 +257,8 @@ class TrainingLifecycle:
         """Open an epoch (no-op outside a run or inside an open epoch)."""
         if self.training and not self.in_epoch:
             self.require_tracker().on_epoch_begin()
+            if self.insights_run is not None:
+                self.insights_run.epoch_begin(self.steps_done)
 
     def begin_step(self) -> None:
         """Open an optimizer step (the simulated GPU, if any, computes until :meth:`end_step`).
@@ -271,6 +281,8 @@ class TrainingLifecycle:
         self._set_busy(False)
         tracker = self.require_tracker()
         tracker.on_step_end(steps)
+        if self.insights_run is not None:
+            self.insights_run.step_end(tracker)
         return dict(tracker.step_metrics)
 
     def end_epoch(self) -> dict[str, float]:
@@ -286,6 +298,8 @@ class TrainingLifecycle:
                 f"Epoch {len(self.epoch_history)}: {_summary(metrics, metric_key, 'epoch')}"
                 + _extras(self.optimizer_metrics())
             )
+        if self.insights_run is not None:
+            metrics.update(self.insights_run.epoch_end(dict(metrics), tracker))
         return metrics
 
     def end_train(self) -> dict[str, float]:
@@ -311,6 +325,9 @@ class TrainingLifecycle:
             self.train_metrics = dict(tracker.train_metrics)
             if self.trial_reporter is not None:
                 self.trial_reporter.end(failed=failed)
+        run, self.insights_run = self.insights_run, None
+        if run is not None and self.train_metrics:
+            self.train_metrics.update(run.train_end(self.train_metrics, failed, self.zeus_optimizers))
         if self.verbose and self.train_metrics:
             summary = _summary(self.train_metrics, metric_key, "train")
             if failed:
@@ -337,6 +354,8 @@ class TrainingLifecycle:
         self._stage = stage
         self._set_busy(True)
         tracker.begin_stage()
+        if self.insights_run is not None:
+            self.insights_run.stage_begin()
 
     def end_stage(self, stage: str | None = None) -> dict[str, float]:
         """Close the stage window (a collective); training counts again. Returns its figures."""
@@ -350,9 +369,22 @@ class TrainingLifecycle:
         if self.training and not self.include_validation:
             tracker.resume()
         self.stage_history[name].append(metrics)
+        if self.insights_run is not None:
+            self.insights_run.stage_end(name, metrics)
         if self.verbose:
             console.info(f"{_STAGE_TITLE[name]}: {_summary(metrics, stage_key, name)}")
         return metrics
+
+    # -- energy insights ------------------------------------------------------------------------------
+    def plan(self, epochs: float | None = None, steps: float | None = None, run_dir: Any = None) -> None:
+        """What the framework knows of the run: planned epochs and optimizer steps, its output folder."""
+        if self.insights_run is not None:
+            self.insights_run.plan(epochs, steps, run_dir)
+
+    def count_batch(self, batch: Any = None, args: Any = None, kwargs: Any = None) -> None:
+        """Count a training batch (or a model call's ``args``/``kwargs``) for J/sample and J/token."""
+        if self.insights_run is not None and self._stage is None and not self.require_tracker().stage_open:
+            self.insights_run.count(batch, args, kwargs)
 
     # -- results ------------------------------------------------------------------------------------------
     def report_epoch(self, epoch: dict[str, float], metrics: Any) -> bool:

@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence, TypedDict, Union
 from zeus_core.callback import TrainingProtocol
 from zeus_core.monitor._energy import ZeusMonitor
 from zeus_core.optimizer.batch_size._client import BatchSizeOptimizer
+from zeus_core.training._insights import EnergyInsights
 
 __all__ = ["ZeusOptimizers", "TrainingOptions", "TrialOptions", "check_options"]
 
@@ -41,12 +42,18 @@ class TrainingOptions(TypedDict, total=False):
         verbose: Show epoch and run summaries on the console (rank zero). Default ``True``.
         simulate: A GPU model (``"a40"``, ``"a100"``, ``"h100"``) to simulate when no GPU is
             found; its figures are marked ``simulated=1.0``. Default ``None``.
+        insights: The energy insights added to the figures (J/sample and J/token, the forecast
+            after the first epoch, carbon and cost) and where the run record for
+            ``zeus-suite report`` goes: an :class:`~zeus_core.training.EnergyInsights`.
+            Default ``None``: one with its defaults (carbon and price from the environment,
+            the record in the framework's output folder). See docs/insights.md.
 
     Example:
         >>> from zeus_core.training import TrainingOptions
-        >>> options: TrainingOptions = {"log_every_n_steps": 10, "simulate": "a40"}
+        >>> from zeus_core.training import EnergyInsights
+        >>> options: TrainingOptions = {"log_every_n_steps": 10, "insights": EnergyInsights(total_epochs=10)}
         >>> sorted(TrainingOptions.__optional_keys__)[:3]
-        ['include_validation', 'log_every_n_steps', 'monitor']
+        ['include_validation', 'insights', 'log_every_n_steps']
     """
 
     monitor: ZeusMonitor | None
@@ -54,6 +61,7 @@ class TrainingOptions(TypedDict, total=False):
     include_validation: bool
     verbose: bool
     simulate: str | None
+    insights: EnergyInsights | None
 
 
 class TrialOptions(TrainingOptions, total=False):

@@ -402,6 +402,21 @@ class TrainingTracker(TrainingCallback):
             running.add(self.monitor.read_window(self._name(scope)))
         return running
 
+    def running_train(self) -> tuple[float, float]:
+        """This rank's time (s) and energy (J) of the run so far, a resumed run's earlier part included."""
+        so_far = _Totals()
+        for part in (self._prior, self._train, self._live("train")):
+            so_far.merge(part)
+        return so_far.time, sum(so_far.devices.values())
+
+    def running_epoch(self) -> tuple[float, float]:
+        """This rank's time (s) and energy (J) of the open epoch so far; ``(0, 0)`` outside an epoch."""
+        so_far = _Totals()
+        if self._in_epoch:
+            so_far.merge(self._epoch)
+            so_far.merge(self._live("epoch"))
+        return so_far.time, sum(so_far.devices.values())
+
     def state_dict(self) -> dict[str, Any]:
         """JSON-safe state: totals so far, the running epoch's part, and each optimizer's state.
 

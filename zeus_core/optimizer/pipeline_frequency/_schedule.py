@@ -446,14 +446,13 @@ SCHEDULES: dict[str, Callable[..., PipelineSchedule]] = {
     "interleaved-1f1b": interleaved_1f1b,
     "zb-1f1b": zero_bubble_1f1b,
 }
-"""Schedule name (as on the command line) -> builder ``(num_stages, num_microbatches) -> schedule``.
-
-Interleaved builders also take ``num_chunks``.
+"""The registered pipeline schedules: name -> builder ``(num_stages, num_microbatches, ...)``.
 
 Example:
+    >>> from zeus_core.optimizer.pipeline_frequency import SCHEDULES
     >>> sorted(SCHEDULES)
     ['1f1b', 'gpipe', 'interleaved-1f1b', 'zb-1f1b']
-    >>> SCHEDULES["gpipe"](2, 3).num_stages
+    >>> SCHEDULES["1f1b"](2, 4).num_stages
     2
 """
 _CHUNKED = {"interleaved-1f1b"}

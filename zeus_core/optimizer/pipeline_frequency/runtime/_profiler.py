@@ -251,7 +251,7 @@ class InstructionProfiler:
         ZeusConfigError: The monitor measures no GPU or more than one, or ``stage`` < 0.
 
     Example:
-        >>> from zeus_core.monitor import ZeusMonitor
+        >>> from zeus_core import ZeusMonitor
         >>> from zeus_core.testing import PhysicalModel, SimulatedGPU, VirtualClock
         >>> clock = VirtualClock()
         >>> gpu = SimulatedGPU(PhysicalModel.a40(), clock=clock, busy=True)
