@@ -28,7 +28,8 @@ def _part(module: str) -> str | None:
     ("part", "may_import"),
     [
         ("data", {"data", "zeus_core.exceptions", "zeus_core._files"}),  # _files: on the exceptions alone
-        ("planner", {"data", "planner", "zeus_core.exceptions", "zeus_core._files"}),
+        # _arg_types: the plan command's flag types (foundation, imports nothing)
+        ("planner", {"data", "planner", "zeus_core.exceptions", "zeus_core._files", "zeus_core._arg_types"}),
     ],
 )
 def test_the_lower_parts_import_only_what_lies_below_them(part: str, may_import: set[str]) -> None:

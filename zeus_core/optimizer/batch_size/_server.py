@@ -133,25 +133,33 @@ def _problem_from_validation(error: dict[str, Any]) -> FieldProblem:
         return FieldProblem(
             field="body", problem=f"not valid JSON ({detail})" if detail else "not valid JSON"
         )
+    return FieldProblem(field=_clip(_field_name(where, rest)), problem=_clip(_problem_text(error, rest)))
+
+
+def _field_name(where: str, rest: list[Any]) -> str:
+    """``batch_sizes[3]``, ``job_id (path)``: the location pydantic gives, as the client wrote it."""
     field = ""
     for part in rest:
         field += f"[{part}]" if isinstance(part, int) else (f".{part}" if field else str(part))
     if not field:
-        field = where
-    elif where != "body":
-        field = f"{field} ({where})"
-    problem = str(error.get("msg", "invalid"))
+        return where
+    return field if where == "body" else f"{field} ({where})"
+
+
+def _problem_text(error: dict[str, Any], rest: list[Any]) -> str:
+    """The message of pydantic, plainer for unknown and missing fields; a bound gets its unit and reason."""
     kind = error.get("type")
     if kind == "extra_forbidden":
-        problem = "unknown field (not part of this request's schema)"
-    elif kind == "missing":
-        problem = "required but missing"
-    elif kind in _BOUND_ERRORS:
+        return "unknown field (not part of this request's schema)"
+    if kind == "missing":
+        return "required but missing"
+    problem = str(error.get("msg", "invalid"))
+    if kind in _BOUND_ERRORS:
         names = [part for part in rest if isinstance(part, str)]
         note = explain(names[-1]) if names else None
         if note:
             problem = f"{problem} ({note})"
-    return FieldProblem(field=_clip(field), problem=_clip(problem))
+    return problem
 
 
 _BOUND_ERRORS = frozenset({"less_than_equal", "less_than", "greater_than_equal", "greater_than", "too_long"})
