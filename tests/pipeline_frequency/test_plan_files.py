@@ -99,3 +99,16 @@ def test_save_replaces_a_planted_symlink_instead_of_following_it(tmp_path: Path)
     (tmp_path / "plan.json").symlink_to(victim)
     FrequencyPlan.from_dict(_plan_dict()).save(tmp_path / "plan.json")
     assert victim.read_text() == "keep me" and not (tmp_path / "plan.json").is_symlink()
+
+
+def test_the_profile_save_replaces_planted_symlinks(tmp_path: Path) -> None:
+    from zeus_core.optimizer.pipeline_frequency import InstructionProfile
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    for name in ("profile.csv", "profile.json"):
+        (tmp_path / name).symlink_to(victim)
+    rows = [(0, "forward", 1410, 0.01, 2.0), (0, "backward", 1410, 0.02, 4.0)]
+    InstructionProfile.from_rows(rows).to_csv(tmp_path / "profile.csv")
+    assert victim.read_text() == "keep me"
+    assert not (tmp_path / "profile.csv").is_symlink() and not (tmp_path / "profile.json").is_symlink()
