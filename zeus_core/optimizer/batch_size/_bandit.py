@@ -16,7 +16,8 @@ is described once, in docs/optimizers/batch-size.md; in short:
   measured first, and the first trial of each of its two neighbours is always allowed (nothing
   can be learnt without them). Any other trial is handed out only while the job's cumulative cost
   plus the trial's pessimistic cost stays within ``(1 + slack)`` × the default's; otherwise the
-  safe arm (the lowest pessimistic cost) is played, and exploration waits for the savings.
+  safe arm is played (the default, or an arm whose pessimistic cost is below the default's mean
+  cost), and exploration waits for the savings.
 * **Early stopping**: a trial stops once its cost, plus the cost of the fewest epochs it can
   still need (the fewest any converged trial took), passes ``beta_knob`` × the best converged
   cost.
@@ -334,11 +335,24 @@ class BatchSizeBandit:
         return batch_size in sizes[max(0, i - 1) : i + 2]
 
     def _safe_arm(self) -> int:
-        """The explored arm with the lowest pessimistic cost (the default before any is known)."""
-        known = [b for b, p in self.posteriors().items() if p.count > 0]
+        """The default, or an explored arm whose pessimistic cost is below the default's mean cost.
+
+        An arm proves cheaper than the default only when its pessimistic cost (mean plus one
+        standard deviation) beats the default's posterior mean; comparing pessimistic costs alone
+        would favour the arm played most (the smallest standard deviation), even one that costs
+        more than the default, and lock the job into it once the budget is spent.
+        """
+        posteriors = self.posteriors()
+        default = self._spec.default_batch_size
+        known = [b for b, p in posteriors.items() if p.count > 0]
         if not known:
-            return self._spec.default_batch_size
-        return min(known, key=lambda b: (self.pessimistic_cost(b), b))
+            return default
+
+        def bound(b: int) -> float:
+            # Playing the default costs what the budget charges against it: its mean, not a bound.
+            return posteriors[b].mean if b == default else self.pessimistic_cost(b)
+
+        return min(known, key=lambda b: (bound(b), b))
 
     # --------------------------------------------------------------- budget
     def budget(self) -> ExplorationBudget:
