@@ -316,7 +316,8 @@ def test_the_built_site_names_no_path_of_this_machine(site: Path) -> None:
 @pytest.mark.slow
 def test_the_built_benchmarks_page_has_the_generated_tables(site: Path) -> None:
     html = (site / "benchmarks" / "index.html").read_text(encoding="utf-8")
-    assert html.count("<table>") >= len(_markers()) - 1
-    for name in {n for _, n, _ in _markers()}:
+    markers = [m for m in _markers() if m[0] == "docs/benchmarks.md"]  # other pages show theirs too
+    assert html.count("<table>") >= len(markers) - 1
+    for name in {n for _, n, _ in markers}:
         assert f"benchmarks/results/{name}.json" in html
     assert json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))["docs"]

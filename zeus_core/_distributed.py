@@ -201,8 +201,8 @@ def reduce_measurement(m: WindowTotals) -> JobMeasurement:
     sums = all_reduce(
         [
             sum(m.gpu_energy.values()),
-            sum(m.cpu_energy.values()),
-            sum(m.dram_energy.values()),
+            sum((m.cpu_energy or {}).values()),  # None: not measured (Zeus's shape)
+            sum((m.dram_energy or {}).values()),
             1.0,
             float(m.estimated),
             float(m.simulated),

@@ -70,6 +70,9 @@ class TrainingProtocol(Protocol):
 class TrainingCallback(TrainingProtocol):
     """Base class with a no-op for every event (inherited from the protocol); override the ones you need.
 
+    Besides the protocol's six events it has :meth:`on_evaluate` (a validation metric is known,
+    as in Zeus's ``Callback``), which adapters call where the framework evaluates.
+
     Example:
         >>> from zeus_core import TrainingCallback
         >>> class Steps(TrainingCallback):
@@ -81,6 +84,10 @@ class TrainingCallback(TrainingProtocol):
         >>> cb.steps
         1
     """
+
+    def on_evaluate(self, metric: float) -> None:
+        """A validation metric is known (after an epoch's evaluation); no-op by default."""
+        return None
 
 
 class CallbackList(TrainingCallback):
@@ -128,6 +135,13 @@ class CallbackList(TrainingCallback):
         """Call ``on_epoch_end`` of every callback, in reverse order."""
         for cb in reversed(self.callbacks):
             cb.on_epoch_end()
+
+    def on_evaluate(self, metric: float) -> None:
+        """Call ``on_evaluate(metric)`` of every callback that has one, in order."""
+        for cb in self.callbacks:
+            on_evaluate = getattr(cb, "on_evaluate", None)
+            if on_evaluate is not None:
+                on_evaluate(metric)
 
     def on_train_end(self) -> None:
         """Call ``on_train_end`` of every callback, in reverse order, even if one raises.

@@ -534,7 +534,28 @@ def daemon_latency(r: dict[str, Any]) -> str:
     return table(["Set", "Median", "p90", "Added to a direct set (median)"], rows)
 
 
+def zeus_compat_summary(r: dict[str, Any]) -> str:
+    """How many of Zeus's documented items run with only the imports changed, by kind."""
+    names = {
+        "docs block": "Python blocks of the docs, README, skill file",
+        "example": "example files",
+        "command": "module-style commands",
+    }
+    rows = [[names[k], f"{ran} of {total}"] for k, (ran, total) in r["by_kind"].items()]
+    rows.append([_bold("all"), _bold(f"{r['run']} of {r['corpus']} ({_pct(r['run'] / r['corpus'], 0)})")])
+    return table(
+        [f"Zeus's documented code (commit {r['zeus_commit']})", "Runs with only the imports changed"], rows
+    )
+
+
+def zeus_compat_items(r: dict[str, Any]) -> str:
+    """The items of Zeus's corpus that do not run in CI, with why and the change they need."""
+    rows = [[f"`{x['source']}`", x["why"], x["change"]] for x in r["items"] if not x["runs"]]
+    return table(["Zeus's item", "Why it does not run here", "The change"], rows, [False, False, False])
+
+
 TABLES: dict[str, dict[str, Callable[[dict[str, Any]], str]]] = {
+    "zeus_compat": {"summary": zeus_compat_summary, "items": zeus_compat_items},
     "measurement_accuracy": {"windows": accuracy_windows, "steps": accuracy_steps},
     "monitor_overhead": {"pairs": monitor_pairs},
     "adapter_overhead": {"hooks": adapter_hooks},

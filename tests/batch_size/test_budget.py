@@ -145,3 +145,32 @@ def test_a_walk_ends_after_two_rises_in_a_row():
         handed.append(b)
         bandit.observe(Observation(b, costs[b], True))
     assert handed == [256, 128, 64, 32, 16]  # 32, then 16 cost more than the arm before: 8 is skipped
+
+
+def test_out_of_budget_the_default_is_played_unless_an_arm_proved_cheaper():
+    """Once the budget is spent, the job plays the default, not the arm it played most.
+
+    192's first trial was lucky (94 J against the default's 100 J); its next ones cost 107 J on
+    average. Its many trials make its standard deviation small, so its pessimistic cost is below
+    the default's (one trial, a wide bound), but above the default's mean: it never proved cheaper.
+    """
+    spec = make_spec(batch_sizes=(128, 192, 256, 360), default_batch_size=256, slack=0.0, window_size=0)
+    obs = [
+        Observation(256, 100.0, True, reference_cost=100.0),
+        Observation(192, 94.0, True),
+        Observation(128, 125.0, True),
+        Observation(360, 112.0, True),
+    ]
+    obs += [Observation(192, cost, True) for cost in (119.0, 97.0, 97.0, 119.0, 93.0, 115.0) * 3]
+    bandit = BatchSizeBandit(spec, obs)
+    post = bandit.posteriors()
+    assert post[192].mean > post[256].mean
+    assert bandit.pessimistic_cost(192) < bandit.pessimistic_cost(256)  # what used to pick 192
+    assert bandit.budget().remaining_j < 0
+    assert bandit._safe_arm() == 256
+    assert {bandit.next_batch_size(n) for n in range(len(obs) + 1, len(obs) + 30)} == {256}
+    # An arm whose pessimistic cost is below the default's mean did prove cheaper: it is played.
+    cheaper = obs + [Observation(192, cost, True) for cost in (80.0, 82.0, 81.0, 79.0) * 5]
+    bandit = BatchSizeBandit(spec, cheaper)
+    assert bandit.pessimistic_cost(192) < bandit.posteriors()[256].mean
+    assert bandit._safe_arm() == 192

@@ -104,7 +104,7 @@ def test_a_version_1_database_gains_the_heartbeat_column_and_keeps_its_trials(db
         "epochs) VALUES (1, 'j', 1, 64, 'running', 1.0, 1.0, 3)",
     ):
         _run(_execute(db_url, sql))
-    assert _run(_init_and_version(db_url)) == dbmod.SCHEMA_VERSION == 2
+    assert _run(_init_and_version(db_url)) == dbmod.SCHEMA_VERSION == 3
 
     async def _trial() -> Any:
         db = Database(db_url)

@@ -39,6 +39,8 @@ FOUNDATION: dict[str, set[str]] = {
     "zeus_core._deprecation": set(),
     "zeus_core.monitor._measurement": set(),
     "zeus_core.data": {"zeus_core.exceptions"},  # the bundled measured data
+    "zeus_core._files": {"zeus_core.exceptions"},  # file errors naming the field; safe writes
+    "zeus_core._arg_types": set(),  # command-line numbers: finite, within bounds
     "zeus_core.data.__main__": {"zeus_core.data", "zeus_core.exceptions"},
     # carbon intensity and cost of energy (the shipped table, a user's value, live providers)
     "zeus_core.carbon": {"zeus_core.carbon._footprint", "zeus_core.carbon._table"},
@@ -62,7 +64,10 @@ DEVICE_COMMANDS = {"zeus_core.device._cli_env"}
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("foundation", tuple(FOUNDATION)),
     # settings (and its process-wide exit hooks): recording and restoring GPU settings
-    ("device", ("zeus_core.device", "zeus_core.settings", "zeus_core._restore_hooks")),
+    (
+        "device",
+        ("zeus_core.device", "zeus_core.settings", "zeus_core._restore_hooks", "zeus_core._settings_record"),
+    ),
     # the privileged daemon (`zeus-suite daemon`): zeusd's API over the devices, with leases
     ("daemon", ("zeus_core.daemon",)),
     # measurement, and `zeus_core.profile` (a callable's energy per call, thermally stable)
@@ -76,6 +81,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("integrations", ("zeus_integrations",)),
     # `zeus-suite report`: reads run folders, draws; nothing in the library imports it
     ("report", ("zeus_core.report",)),
+    # Zeus 0.16's import paths (issue 31): thin wrappers over every layer, integrations included
+    ("compat", ("zeus_core.compat",)),
 ]
 # Deprecation aliases: kept only for import paths a README example used, each warns
 # DeprecationWarning naming the new import and re-exports from it. They sit outside the layers.
@@ -96,6 +103,9 @@ OUTSIDE_LAYERS = {
     "zeus_integrations",
     *DEVICE_COMMANDS,
     *DEPRECATION_ALIASES,
+    # Zeus's module-style commands (`python -m zeus_core.monitor`, `python -m zeus_core.show_env`)
+    "zeus_core.monitor.__main__",
+    "zeus_core.show_env",
 }
 
 

@@ -153,7 +153,7 @@ def test_ring_buffer_keeps_the_newest_capacity_samples(
     timeline = pm.get_power_timeline()[0]
     assert [t for t, _ in timeline] == [107.0, 108.0, 109.0, 110.0, 111.0]
     assert [w for _, w in timeline] == [IDLE_W, BUSY_W, IDLE_W, BUSY_W, IDLE_W]
-    assert pm._gpu_power[0]._t.shape == (5,)  # storage never grows
+    assert pm._gpu_power["device_instant"][0]._t.shape == (5,)  # storage never grows
     with caplog.at_level(logging.WARNING, logger="zeus_core.monitor._power"):
         pm.get_energy(100.0, 111.0)
     assert "samples before t=107.000 s were dropped (capacity=5)" in caplog.text

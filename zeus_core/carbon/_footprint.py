@@ -16,6 +16,7 @@ import urllib.parse
 import urllib.request
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -111,14 +112,17 @@ class CarbonIntensityProvider(ABC):
 
 
 class ElectricityMapsProvider(CarbonIntensityProvider):
-    """Electricity Maps' ``carbon-intensity/latest`` for a zone (an API token is needed for most zones).
+    """Electricity Maps' ``carbon-intensity/latest`` for a zone or a place (an API token is needed for most).
 
     Args:
-        zone: The Electricity Maps zone, e.g. ``"DE"`` or ``"US-CAL-CISO"``.
+        zone: The Electricity Maps zone, e.g. ``"DE"`` or ``"US-CAL-CISO"``; or ``None`` with ``lat``/``lon``.
         token: The API token (sent as the ``auth-token`` header); default: ``ELECTRICITYMAPS_TOKEN``.
         timeout_s: Network timeout of one request, s.
         emission_factor_type: ``"lifecycle"`` (comparable with the shipped table) or ``"direct"``.
         url: The endpoint (for a proxy or a test server).
+        lat: Latitude of the place (instead of ``zone``).
+        lon: Longitude of the place.
+        estimate: Whether Electricity Maps may answer with an estimate where it has no recent data.
 
     Example:
         >>> Footprint("DE", provider=ElectricityMapsProvider("DE"))  # doctest: +SKIP
@@ -126,36 +130,72 @@ class ElectricityMapsProvider(CarbonIntensityProvider):
 
     def __init__(
         self,
-        zone: str,
+        zone: str | None,
         token: str | None = None,
         *,
         timeout_s: float = 3.0,
         emission_factor_type: str = "lifecycle",
         url: str = "https://api.electricitymap.org/v3/carbon-intensity/latest",
+        lat: float | None = None,
+        lon: float | None = None,
+        estimate: bool = True,
     ) -> None:
         if emission_factor_type not in ("lifecycle", "direct"):
             raise ZeusConfigError(
                 f"ElectricityMapsProvider(emission_factor_type={emission_factor_type!r}): use 'lifecycle' or "
                 "'direct'."
             )
+        if zone is None and (lat is None or lon is None):
+            raise ZeusConfigError(
+                "ElectricityMapsProvider: give a zone (e.g. 'DE'), or lat= and lon= of the place."
+            )
         self.zone = zone
+        self.lat, self.lon, self.estimate = lat, lon, estimate
         self.token = token if token is not None else os.environ.get("ELECTRICITYMAPS_TOKEN")
         self.timeout_s = float(timeout_s)
         self.emission_factor_type = emission_factor_type
         self.url = url
-        self.name = f"Electricity Maps ({zone})"
+        self.name = f"Electricity Maps ({zone if zone is not None else f'{lat}, {lon}'})"
+
+    def _get(self, url: str) -> Any:
+        where: dict[str, Any] = (
+            {"zone": self.zone} if self.zone is not None else {"lat": self.lat, "lon": self.lon}
+        )
+        query = urllib.parse.urlencode(
+            {
+                **where,
+                "disableEstimations": str(not self.estimate).lower(),
+                "emissionFactorType": self.emission_factor_type,
+            }
+        )
+        headers = {"auth-token": self.token} if self.token else {}
+        request = urllib.request.Request(f"{url}?{query}", headers=headers)
+        with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310 - https URL
+            return json.loads(response.read().decode("utf-8"))
 
     def get_current_carbon_intensity(self) -> float:
         """Ask Electricity Maps (one request, ``timeout_s``); raises on any network or format error."""
-        query = urllib.parse.urlencode({"zone": self.zone, "emissionFactorType": self.emission_factor_type})
-        headers = {"auth-token": self.token} if self.token else {}
-        request = urllib.request.Request(f"{self.url}?{query}", headers=headers)
-        with urllib.request.urlopen(request, timeout=self.timeout_s) as response:  # noqa: S310 - https URL
-            body: Any = json.loads(response.read().decode("utf-8"))
+        body = self._get(self.url)
         value = body.get("carbonIntensity") if isinstance(body, dict) else None
         if not isinstance(value, (int, float)) or value < 0:
             raise ValueError(f"no carbonIntensity in the answer: {str(body)[:200]}")
         return float(value)
+
+    def get_recent_carbon_intensity(self) -> dict[datetime, float]:
+        """The last 24 hours' intensities (Electricity Maps' ``history``): hour (UTC) -> gCO2e/kWh.
+
+        Raises:
+            ValueError: The answer holds no history.
+        """
+        body = self._get(self.url.replace("/latest", "/history"))
+        history = body.get("history") if isinstance(body, dict) else None
+        if not isinstance(history, list):
+            raise ValueError(f"no history in the answer: {str(body)[:200]}")
+        return {
+            datetime.fromisoformat(h["datetime"].replace("Z", "+00:00")): float(h["carbonIntensity"])
+            for h in history
+            if isinstance(h, dict) and isinstance(h.get("carbonIntensity"), (int, float))
+        }
 
 
 class Footprint:

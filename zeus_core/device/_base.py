@@ -282,6 +282,55 @@ class GPU(Device):
         """Whether :meth:`get_power` is instantaneous rather than an average over a window (e.g. 1 s)."""
         return True
 
+    def get_average_power(self) -> float:
+        """Power draw averaged by the device over its own window (about 1 s on NVIDIA), W.
+
+        Raises:
+            ZeusNotSupportedError: The device or driver has no such reading.
+        """
+        raise ZeusNotSupportedError(f"{self.describe()} cannot report its average power.")
+
+    def get_memory_power(self) -> float:
+        """Power draw of the GPU's memory, averaged by the device, W (NVIDIA Hopper and newer).
+
+        Raises:
+            ZeusNotSupportedError: The device or driver has no such reading.
+        """
+        raise ZeusNotSupportedError(f"{self.describe()} cannot report its memory power.")
+
+    def get_persistence_mode(self) -> bool:
+        """Whether the driver stays loaded with no process using the GPU (NVIDIA persistence mode).
+
+        Raises:
+            ZeusNotSupportedError: The device has no persistence mode.
+        """
+        raise ZeusNotSupportedError(f"{self.describe()} has no persistence mode.")
+
+    def set_persistence_mode(self, enabled: bool) -> None:
+        """Turn persistence mode on or off (needs admin rights on real GPUs).
+
+        Raises:
+            ZeusNotSupportedError: The device has no persistence mode.
+            ZeusPermissionError: The process may not change it.
+        """
+        raise ZeusNotSupportedError(f"{self.describe()} has no persistence mode.")
+
+    def set_locked_memory_frequency(self, min_mhz: int, max_mhz: int | None = None) -> None:
+        """Lock the memory clock into ``[min_mhz, max_mhz]``, MHz (needs admin rights on real GPUs).
+
+        Raises:
+            ZeusNotSupportedError: The device cannot lock its memory clock.
+        """
+        raise ZeusNotSupportedError(f"{self.describe()} cannot lock its memory clock.")
+
+    def reset_locked_memory_frequency(self) -> None:
+        """Let the driver choose the memory clock again.
+
+        Raises:
+            ZeusNotSupportedError: The device cannot lock its memory clock.
+        """
+        raise ZeusNotSupportedError(f"{self.describe()} cannot lock its memory clock.")
+
     def get_temperature(self) -> float:
         """The GPU die temperature, °C.
 

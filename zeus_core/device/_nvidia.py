@@ -379,15 +379,81 @@ class NVIDIAGPU(VendorGPU):
         return self._call("get_power()", "nvmlDeviceGetPowerUsage") / 1000.0
 
     def _read_instant_power_mw(self) -> int | None:
+        return self._read_power_field_mw("NVML_FI_DEV_POWER_INSTANT", None)
+
+    def _read_power_field_mw(self, field: str, scope: str | None) -> int | None:
+        """An NVML power field (``NVML_FI_DEV_POWER_*``) in ``scope``, mW; ``None`` where it has none."""
         nvml = self._module
-        field_id = getattr(nvml, "NVML_FI_DEV_POWER_INSTANT", None)
-        if field_id is None:
+        field_id = getattr(nvml, field, None)
+        scope_id = None if scope is None else getattr(nvml, scope, None)
+        if field_id is None or (scope is not None and scope_id is None):
             return None
         try:
-            value = nvml.nvmlDeviceGetFieldValues(self._handle, [field_id])[0]
+            value = nvml.nvmlDeviceGetFieldValues(
+                self._handle, [field_id if scope_id is None else (field_id, scope_id)]
+            )[0]
         except nvml.NVMLError:
             return None
         return int(value.value.uiVal) if value.nvmlReturn == 0 else None
+
+    def get_average_power(self) -> float:
+        """Power averaged by the driver over about one second, W (NVML's average-power field).
+
+        Raises:
+            ZeusNotSupportedError: The driver lacks the field (older drivers).
+        """
+        mw = self._read_power_field_mw("NVML_FI_DEV_POWER_AVERAGE", "NVML_POWER_SCOPE_GPU")
+        if mw is None:
+            mw = self._read_power_field_mw("NVML_FI_DEV_POWER_AVERAGE", None)
+        if mw is None:
+            raise ZeusNotSupportedError(
+                f"GPU {self.index}: get_average_power(): this GPU or driver has no average-power field. "
+                "Use get_power() (instant power) instead."
+            )
+        return mw / 1000.0
+
+    def get_memory_power(self) -> float:
+        """Power of the GPU's memory, averaged by the driver, W (NVML's memory power scope; Hopper and newer).
+
+        Raises:
+            ZeusNotSupportedError: The GPU or driver does not meter its memory.
+        """
+        mw = self._read_power_field_mw("NVML_FI_DEV_POWER_AVERAGE", "NVML_POWER_SCOPE_MEMORY")
+        if mw is None:
+            raise ZeusNotSupportedError(
+                f"GPU {self.index} ({self.name}): get_memory_power(): this GPU or driver does not meter "
+                "its memory (NVIDIA Hopper and newer do)."
+            )
+        return mw / 1000.0
+
+    # -- persistence mode and memory clocks ----------------------------------------------------------
+    def get_persistence_mode(self) -> bool:
+        """Whether NVIDIA persistence mode is on."""
+        enabled = getattr(self._module, "NVML_FEATURE_ENABLED", 1)
+        return self._call("get_persistence_mode()", "nvmlDeviceGetPersistenceMode") == enabled
+
+    def set_persistence_mode(self, enabled: bool) -> None:
+        """Turn persistence mode on or off; no NVML write when it is already so.
+
+        Raises:
+            ZeusPermissionError: The process may not change it (message says how to).
+        """
+        if self.get_persistence_mode() == bool(enabled):
+            return
+        value = getattr(
+            self._module, "NVML_FEATURE_ENABLED" if enabled else "NVML_FEATURE_DISABLED", int(enabled)
+        )
+        self._call(f"set_persistence_mode({enabled})", "nvmlDeviceSetPersistenceMode", value)
+
+    def set_locked_memory_frequency(self, min_mhz: int, max_mhz: int | None = None) -> None:
+        """Lock the memory clock into ``[min_mhz, max_mhz]``, MHz (``max_mhz`` defaults to ``min_mhz``)."""
+        call = f"set_locked_memory_frequency({min_mhz}, {max_mhz})"
+        lower, upper = self._clock_range(call, min_mhz, max_mhz)
+        self._call(call, "nvmlDeviceSetMemoryLockedClocks", lower, upper)
+
+    def reset_locked_memory_frequency(self) -> None:
+        """Let the driver choose the memory clock again."""
+        self._call("reset_locked_memory_frequency()", "nvmlDeviceResetMemoryLockedClocks")
 
     @property
     def nvml_index(self) -> int:

@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 from urllib.parse import urlencode
 
 from zeus_core.exceptions import ZeusConfigError, ZeusDeviceError, ZeusError, ZeusPermissionError
@@ -41,6 +41,7 @@ __all__ = [
     "Endpoint",
     "DaemonClient",
     "client_for",
+    "EventStream",
     "daemon_status",
     "describe_status",
 ]
@@ -288,6 +289,91 @@ class DaemonClient:
 
 _clients: dict[tuple[int, Endpoint], DaemonClient] = {}
 _clients_lock = threading.Lock()
+
+
+class EventStream:
+    """A daemon's Server-Sent Events stream (``/gpu/stream_power``, ...): iterate for its JSON payloads.
+
+    Each stream has its own connection. Iteration ends when the daemon ends the stream, or when
+    :meth:`close` is called (from any thread).
+
+    Args:
+        endpoint: The daemon.
+        path: The route, e.g. ``"/gpu/stream_power"``.
+        params: Query parameters, e.g. ``{"gpu_ids": "0,1"}``.
+        timeout_s: Connect timeout, s (reading waits as long as the stream is open).
+
+    Raises:
+        ZeusPermissionError: 401/403 (no token, or not granted), when iteration starts.
+        ZeusDeviceError: The daemon cannot be reached or answered another error.
+
+    Example:
+        >>> from zeus_core.device._zeusd import Endpoint, EventStream
+        >>> stream = EventStream(Endpoint(host_port="node1:4938"), "/gpu/stream_power")  # doctest: +SKIP
+        >>> next(iter(stream))  # doctest: +SKIP
+        {'timestamp_ms': 1718000000000, 'gpu_id': 0, 'power_mw': 250000}
+    """
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        path: str,
+        params: Mapping[str, object] | None = None,
+        timeout_s: float = 10.0,
+    ) -> None:
+        self.endpoint = endpoint
+        self.path = path
+        self._url = path + (f"?{urlencode(params)}" if params else "")
+        self._timeout_s = timeout_s
+        self._conn: http.client.HTTPConnection | None = None
+        self._closed = threading.Event()
+
+    def __iter__(self) -> Iterator[Any]:
+        endpoint = self.endpoint
+        if endpoint.socket_path is not None:
+            conn: http.client.HTTPConnection = _UnixConnection(endpoint.socket_path, self._timeout_s)
+        else:
+            host, _, port = (endpoint.host_port or "").rpartition(":")
+            conn = http.client.HTTPConnection(host.strip("[]"), int(port or 80), timeout=self._timeout_s)
+        self._conn = conn
+        headers = {"Accept": "text/event-stream"}
+        if endpoint.token:
+            headers["Authorization"] = f"Bearer {endpoint.token}"
+        try:
+            conn.request("GET", self._url, headers=headers)
+            response = conn.getresponse()
+            if response.status != 200:
+                body = response.read().decode(errors="replace").strip()[:300]
+                what = f"{self.path} from the daemon at {endpoint.describe()}: {response.status} {body}"
+                raise (ZeusPermissionError if response.status in (401, 403) else ZeusDeviceError)(what)
+            if conn.sock is not None:
+                conn.sock.settimeout(None)  # events may be far apart; close() ends the wait
+            while not self._closed.is_set():
+                line = response.readline()
+                if not line:
+                    return  # the daemon ended the stream (or close() shut the socket)
+                text = line.decode(errors="replace").strip()
+                if text.startswith("data:"):
+                    yield json.loads(text[5:].strip())
+        except OSError as e:
+            if self._closed.is_set():
+                return
+            raise ZeusDeviceError(
+                f"Cannot stream {self.path} from the daemon at {endpoint.describe()} ({e})."
+            ) from e
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        """End the stream (iteration returns); safe from another thread and more than once."""
+        self._closed.set()
+        conn = self._conn
+        sock = None if conn is None else conn.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
 
 def client_for(endpoint: Endpoint) -> DaemonClient:

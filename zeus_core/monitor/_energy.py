@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sys
 import time
 import weakref
 from contextlib import contextmanager
@@ -28,6 +27,7 @@ from zeus_core.monitor._reader import (
     Stamp,
     shared_reader,
 )
+from zeus_core.monitor._sync import check_sync_framework, synchronizer
 from zeus_core.monitor._window_log import WindowLog
 
 if TYPE_CHECKING:
@@ -98,7 +98,8 @@ class ZeusMonitor:
             background reader apportions every window's edges already.
         log_file: CSV file that gets one row per ended window (written once the window is final).
         sync_execution_with: ``"torch"`` (wait for queued CUDA work on the measured GPUs before
-            each timestamp, on the calling thread; a no-op without CUDA), ``"jax"``, or ``None``.
+            each timestamp, on the calling thread; a no-op without CUDA), ``"jax"``, ``"cupy"``
+            (refused where CuPy is not installed), or ``None``.
         gpus: GPU objects to measure instead of this machine's (e.g. simulated GPUs).
         cpus: CPU objects to measure instead of this machine's.
         power_sample_interval_s: Pause between the background reader's sampling rounds, s
@@ -114,7 +115,8 @@ class ZeusMonitor:
     Raises:
         ZeusDeviceNotFoundError: A requested index does not exist.
         ZeusPermissionError: ``cpu_indices`` was given explicitly and RAPL is unreadable.
-        ZeusConfigError: An argument is invalid (e.g. Zeus Suite's old positional order).
+        ZeusConfigError: An argument is invalid (e.g. Zeus Suite's old positional order, or
+            ``sync_execution_with="cupy"`` without CuPy).
 
     Example:
         >>> from zeus_core import ZeusMonitor, SimulatedGPU, PhysicalModel, VirtualClock
@@ -249,28 +251,7 @@ class ZeusMonitor:
         self._generation = _reader.generation
 
     def _resolve_sync(self) -> Callable[[], None] | None:
-        real = [g.index for g in self.gpus if not g.simulated]
-        if not real or self._sync_with is None:
-            return None
-        if self._sync_with == "torch":
-            torch = sys.modules.get("torch")  # not imported: this process queued no CUDA work
-            if torch is None or not torch.cuda.is_available():
-                return None
-
-            def sync_torch() -> None:
-                for i in real:
-                    torch.cuda.synchronize(i)
-
-            return sync_torch
-        jax = sys.modules.get("jax")
-        if jax is None:
-            return None
-
-        def sync_jax() -> None:
-            for d in jax.devices("gpu"):
-                jax.device_put(0.0, device=d).block_until_ready()
-
-        return sync_jax
+        return synchronizer([g.index for g in self.gpus if not g.simulated], self._sync_with)
 
     def _sync_now(self) -> None:
         sync = self._sync
@@ -287,18 +268,22 @@ class ZeusMonitor:
             self._power_monitor.start()
 
     # -- windows --------------------------------------------------------------------------------
-    def begin_window(self, name: str, sync_execution: bool = True) -> None:
+    def begin_window(self, name: str, sync_execution: bool = True, restart: bool = False) -> None:
         """Open a window named ``name``. Takes a timestamp; reads no GPU on this thread.
 
         Args:
             name: Unique among currently open windows.
             sync_execution: Wait for queued GPU work first, so it is not counted in this window.
+            restart: If a window with this name is open, drop it and begin anew (e.g. a notebook
+                cell re-run after it failed inside the window) instead of raising.
 
         Raises:
-            ZeusWindowError: A window with this name is already open.
+            ZeusWindowError: A window with this name is already open (and ``restart`` is false).
         """
         windows = self._windows  # hot path: keep it lean (see benchmarks/monitor_overhead.py)
-        if name in windows:
+        if name in windows and restart:
+            del windows[name]
+        elif name in windows:
             raise ZeusWindowError(
                 f"begin_window({name!r}): a window with this name is already open. End it first, "
                 "or use a different name."
@@ -544,8 +529,7 @@ def _check_arguments(approx: object, sync_with: object, interval_s: float | None
             "(Zeus's order: gpu_indices, cpu_indices, approx_instant_energy, log_file, "
             f"sync_execution_with). Pass sync_execution_with={approx!r} by keyword."
         )
-    if sync_with not in ("torch", "jax", None):
-        raise ZeusConfigError(f"ZeusMonitor(sync_execution_with={sync_with!r}): use 'torch', 'jax' or None.")
+    check_sync_framework(sync_with)
     if interval_s is not None and not interval_s > 0:
         raise ZeusConfigError(
             f"ZeusMonitor(power_sample_interval_s={interval_s}): the sampling period must be > 0 s."

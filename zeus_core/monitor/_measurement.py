@@ -103,8 +103,8 @@ class Measurement:
             f"GPU {i}: {e:.1f} J" + (" (estimated)" if i in self.estimated_gpus else "")
             for i, e in self.gpu_energy.items()
         ]
-        parts += [f"CPU {i}: {e:.1f} J" for i, e in self.cpu_energy.items()]
-        parts += [f"DRAM {i}: {e:.1f} J" for i, e in self.dram_energy.items()]
+        parts += [f"CPU {i}: {e:.1f} J" for i, e in (self.cpu_energy or {}).items()]
+        parts += [f"DRAM {i}: {e:.1f} J" for i, e in (self.dram_energy or {}).items()]
         tag = " [simulated]" if self.simulated else ""
         return f"{self.time:.2f} s, {self.total_energy:.1f} J ({', '.join(parts)}){tag}"
 

@@ -17,9 +17,39 @@ from typing import Sequence
 import numpy as np
 
 from zeus_core.device._base import CPU, GPU, Clock, wall_clock
-from zeus_core.exceptions import ZeusConfigError, ZeusDeviceNotFoundError
+from zeus_core.exceptions import ZeusConfigError, ZeusDeviceNotFoundError, ZeusNotSupportedError
 
-__all__ = ["PowerMonitor"]
+__all__ = ["PowerMonitor", "POWER_DOMAINS", "supported_power_domains"]
+
+POWER_DOMAINS = ("device_instant", "device_average", "memory_average")
+"""What a GPU's power can be read as (Zeus's power domains): instant board power, board power
+averaged by the device (about 1 s on NVIDIA), and memory power averaged by the device (Hopper+)."""
+
+_READERS = {
+    "device_instant": "get_power",
+    "device_average": "get_average_power",
+    "memory_average": "get_memory_power",
+}
+
+
+def supported_power_domains(gpus: Sequence[GPU]) -> list[str]:
+    """The power domains every one of ``gpus`` reports (one read of each), in :data:`POWER_DOMAINS` order.
+
+    Example:
+        >>> from zeus_core.testing import simulated_gpu
+        >>> supported_power_domains([simulated_gpu("a40")])
+        ['device_instant']
+    """
+    supported = []
+    for domain in POWER_DOMAINS:
+        try:
+            for gpu in gpus:
+                getattr(gpu, _READERS[domain])()
+        except ZeusNotSupportedError:
+            continue
+        supported.append(domain)
+    return supported
+
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +152,9 @@ class PowerMonitor:
     """Samples the power of GPUs (and CPU packages) in a background thread, W, on one clock.
 
     CPU and DRAM power come from their energy counters (average power between samples); each series
-    keeps the newest ``capacity`` samples (16 bytes each). docs/measuring.md has the details.
+    keeps the newest ``capacity`` samples (16 bytes each). GPU power is sampled in each of
+    ``domains`` (:data:`POWER_DOMAINS`; instant board power by default). docs/measuring.md has the
+    details.
 
     Args:
         gpus: GPUs to sample. ``None``: this machine's GPUs.
@@ -131,9 +163,12 @@ class PowerMonitor:
         interval_s: Sampling period, s.
         capacity: Samples kept per series (at least 2).
         clock: Time source, s. Default: the GPUs' shared clock, else wall-clock time.
+        domains: GPU power domains to sample (:data:`POWER_DOMAINS`; see
+            :func:`supported_power_domains` for what the GPUs report).
 
     Raises:
-        ZeusConfigError: ``interval_s`` or ``capacity`` is invalid, or the GPUs use different clocks.
+        ZeusConfigError: ``interval_s``, ``capacity`` or ``domains`` is invalid, or the GPUs use
+            different clocks.
         ZeusDeviceNotFoundError: A requested GPU index does not exist.
 
     Example:
@@ -156,7 +191,13 @@ class PowerMonitor:
         interval_s: float = 0.1,
         capacity: int = 36_000,
         clock: Clock | None = None,
+        domains: Sequence[str] = ("device_instant",),
     ) -> None:
+        unknown = [d for d in domains if d not in POWER_DOMAINS]
+        if unknown or not domains:
+            raise ZeusConfigError(
+                f"PowerMonitor(domains={list(domains)}): choose one or more of {list(POWER_DOMAINS)}."
+            )
         if not interval_s > 0:
             raise ZeusConfigError(f"PowerMonitor(interval_s={interval_s}): the sampling period must be > 0.")
         if capacity < 2:
@@ -179,7 +220,8 @@ class PowerMonitor:
         self.interval_s = float(interval_s)
         self.capacity = int(capacity)
         self.simulated = any(g.simulated for g in self.gpus) or any(c.simulated for c in self.cpus)
-        self._gpu_power = {g.index: _Ring(capacity) for g in self.gpus}
+        self.domains: tuple[str, ...] = tuple(dict.fromkeys(domains))
+        self._gpu_power = {d: {g.index: _Ring(capacity) for g in self.gpus} for d in self.domains}
         self._cpu_energy = {c.index: _Ring(capacity) for c in self.cpus}
         self._dram_energy = {c.index: _Ring(capacity) for c in self.cpus if c.has_dram}
         self._lock = threading.RLock()
@@ -241,14 +283,17 @@ class PowerMonitor:
     def _sample(self, raise_errors: bool) -> None:
         first_error: Exception | None = None
         with self._lock:
-            for gpu in self.gpus:
-                try:
-                    t = self.clock()
-                    self._gpu_power[gpu.index].append(t, gpu.get_power())
-                    self._failing.discard(f"gpu{gpu.index}")
-                except Exception as e:  # one failing device must not stop the others
-                    first_error = first_error or e
-                    self._note_failure(f"gpu{gpu.index}", e, raise_errors)
+            for domain, rings in self._gpu_power.items():
+                reader = _READERS[domain]
+                for gpu in self.gpus:
+                    device = f"gpu{gpu.index}" + ("" if domain == "device_instant" else f" ({domain})")
+                    try:
+                        t = self.clock()
+                        rings[gpu.index].append(t, getattr(gpu, reader)())
+                        self._failing.discard(device)
+                    except Exception as e:  # one failing device must not stop the others
+                        first_error = first_error or e
+                        self._note_failure(device, e, raise_errors)
             for cpu in self.cpus:
                 try:
                     t = self.clock()
@@ -271,27 +316,63 @@ class PowerMonitor:
         self._failing.add(device)
 
     # -- queries --------------------------------------------------------------------------------
+    def _rings(self, call: str, domain: str) -> dict[int, _Ring]:
+        rings = self._gpu_power.get(domain)
+        if rings is None:
+            raise ZeusConfigError(
+                f"PowerMonitor.{call}(domain={domain!r}): this monitor samples {list(self.domains)}; "
+                f"create it with domains=[..., {domain!r}] to sample that one."
+            )
+        return rings
+
     def get_power_timeline(
-        self, start: float | None = None, end: float | None = None
+        self, start: float | None = None, end: float | None = None, domain: str = "device_instant"
     ) -> dict[int, list[tuple[float, float]]]:
-        """GPU power samples with ``start <= t <= end``: GPU index -> ``[(t s, W)]``, oldest first."""
-        with self._lock:
-            series = {i: r.arrays() for i, r in self._gpu_power.items()}
-        return {i: _window(t, w, start, end) for i, (t, w) in series.items()}
-
-    def get_energy(self, start: float, end: float) -> dict[int, float]:
-        """Energy of each GPU over ``[start, end]`` (clock seconds), J.
-
-        Trapezoid integration of the samples, with power linearly interpolated at the bounds;
-        before the first and after the last sample, that sample's power holds.
+        """GPU power samples with ``start <= t <= end``: GPU index -> ``[(t s, W)]``, oldest first.
 
         Raises:
-            ZeusConfigError: ``end < start``, or a GPU has no sample yet (call :meth:`start`
-                or :meth:`sample_now` first).
+            ZeusConfigError: ``domain`` is not sampled by this monitor.
+        """
+        rings = self._rings("get_power_timeline", domain)
+        with self._lock:
+            series = {i: r.arrays() for i, r in rings.items()}
+        return {i: _window(t, w, start, end) for i, (t, w) in series.items()}
+
+    def get_power(self, time: float | None = None, domain: str = "device_instant") -> dict[int, float]:
+        """Each GPU's power at ``time`` (the nearest sample; ``None``: the newest), W.
+
+        GPUs without a sample yet are left out.
+
+        Raises:
+            ZeusConfigError: ``domain`` is not sampled by this monitor.
+        """
+        rings = self._rings("get_power", domain)
+        with self._lock:
+            series = {i: r.arrays() for i, r in rings.items()}
+        out = {}
+        for i, (t, w) in series.items():
+            if len(t):
+                k = len(t) - 1 if time is None else int(np.argmin(np.abs(t - time)))
+                out[i] = float(w[k])
+        return out
+
+    def get_energy(self, start: float, end: float, domain: str | None = None) -> dict[int, float]:
+        """Energy of each GPU over ``[start, end]`` (clock seconds), J.
+
+        Trapezoid integration of the samples of ``domain`` (``None``: instant power where sampled,
+        else the device's average), with power linearly interpolated at the bounds; before the
+        first and after the last sample, that sample's power holds.
+
+        Raises:
+            ZeusConfigError: ``end < start``, a GPU has no sample yet (call :meth:`start` or
+                :meth:`sample_now` first), or ``domain`` is not sampled.
         """
         _check_span("get_energy", start, end)
+        if domain is None:
+            domain = "device_instant" if "device_instant" in self.domains else "device_average"
+        rings = self._rings("get_energy", domain)
         with self._lock:
-            series = {i: (r.arrays(), r.dropped) for i, r in self._gpu_power.items()}
+            series = {i: (r.arrays(), r.dropped) for i, r in rings.items()}
         out = {}
         for i, ((t, w), dropped) in series.items():
             self._check_series(f"GPU {i}", t, dropped, start)
@@ -370,8 +451,9 @@ class PowerMonitor:
     def to_csv(self, path: str | Path) -> Path:
         """Write every kept sample as ``time_s,device,power_w,simulated`` rows, oldest first.
 
-        ``device`` is ``gpu<i>``, ``cpu<i>`` or ``dram<i>``; ``simulated`` is 1 for simulated
-        devices. CPU and DRAM rows hold the average power since the previous sample.
+        ``device`` is ``gpu<i>`` (``gpu<i>_<domain>`` for the other power domains), ``cpu<i>`` or
+        ``dram<i>``; ``simulated`` is 1 for simulated devices. CPU and DRAM rows hold the average power
+        since the previous sample.
 
         Returns:
             The path written.
@@ -380,8 +462,10 @@ class PowerMonitor:
         rows: list[tuple[float, str, float, int]] = []
         sim_gpu = {g.index: int(g.simulated) for g in self.gpus}
         sim_cpu = {c.index: int(c.simulated) for c in self.cpus}
-        for i, samples in self.get_power_timeline().items():
-            rows += [(t, f"gpu{i}", w, sim_gpu[i]) for t, w in samples]
+        for domain in self.domains:
+            suffix = "" if domain == "device_instant" else f"_{domain}"
+            for i, samples in self.get_power_timeline(domain=domain).items():
+                rows += [(t, f"gpu{i}{suffix}", w, sim_gpu[i]) for t, w in samples]
         derived = {"cpu": self.get_cpu_power_timeline(), "dram": self.get_dram_power_timeline()}
         for prefix, timeline in derived.items():
             for i, samples in timeline.items():

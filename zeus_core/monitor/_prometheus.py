@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PrometheusExporter",
     "MetricsServer",
+    "push_registry",
     "DEFAULT_ENERGY_BUCKETS_J",
     "DEFAULT_TIME_BUCKETS_S",
 ]
@@ -246,7 +247,9 @@ class PrometheusExporter:
             own (pass ``prometheus_client.REGISTRY`` to join the process-wide default one).
         namespace: Prefix of the metric names Zeus does not publish (``""`` for none); any value
             other than ``"zeus"`` and ``""`` also prefixes Zeus's names.
-        energy_buckets_j: Upper bounds of the window-energy histogram buckets, J.
+        energy_buckets_j: Upper bounds of the window-energy histogram buckets, J; or a mapping
+            ``{"gpu": ..., "cpu": ..., "dram": ...}`` of bounds per device kind (kinds left out get
+            the default).
         time_buckets_s: Upper bounds of the window-time histogram buckets, s.
 
     Raises:
@@ -276,7 +279,7 @@ class PrometheusExporter:
         registry: CollectorRegistry | None = None,
         namespace: str = "zeus",
         *,
-        energy_buckets_j: Sequence[float] = DEFAULT_ENERGY_BUCKETS_J,
+        energy_buckets_j: Sequence[float] | Mapping[str, Sequence[float]] = DEFAULT_ENERGY_BUCKETS_J,
         time_buckets_s: Sequence[float] = DEFAULT_TIME_BUCKETS_S,
     ) -> None:
         prom = _import_prometheus()
@@ -290,7 +293,20 @@ class PrometheusExporter:
                 f"PrometheusExporter(monitor={monitor!r}): expected a ZeusMonitor (its gpus and cpus are "
                 "read at each scrape). Create one with ZeusMonitor(...) and pass it."
             )
-        energy_buckets = _check_buckets("energy_buckets_j", energy_buckets_j)
+        per_kind = energy_buckets_j if isinstance(energy_buckets_j, Mapping) else {}
+        unknown = sorted(set(per_kind) - {"gpu", "cpu", "dram"})
+        if unknown:
+            raise ZeusConfigError(
+                f"PrometheusExporter(energy_buckets_j=...): unknown device kinds {unknown}; "
+                "use 'gpu', 'cpu', 'dram'."
+            )
+        energy_buckets = {
+            kind: _check_buckets(
+                "energy_buckets_j",
+                per_kind.get(kind, DEFAULT_ENERGY_BUCKETS_J) if per_kind else energy_buckets_j,  # type: ignore[arg-type]
+            )
+            for kind in ("gpu", "cpu", "dram")
+        }
         time_buckets = _check_buckets("time_buckets_s", time_buckets_s)
         self.monitor = monitor
         self.registry = registry if registry is not None else prom.CollectorRegistry()
@@ -308,7 +324,7 @@ class PrometheusExporter:
                         ["window", "index", "simulated", *(["estimated"] if kind == "gpu" else [])],
                         unit="joules",
                         registry=None,
-                        buckets=energy_buckets,
+                        buckets=energy_buckets[kind],
                     )
                 )
                 for kind in ("gpu", "cpu", "dram")
@@ -370,7 +386,7 @@ class PrometheusExporter:
             estimated = _flag(i in measurement.estimated_gpus)
             self._energy["gpu"].labels(window, str(i), sim, estimated).observe(energy)
         for kind, energies in (("cpu", measurement.cpu_energy), ("dram", measurement.dram_energy)):
-            for i, energy in energies.items():
+            for i, energy in (energies or {}).items():  # None: not measured (Zeus's shape)
                 self._energy[kind].labels(window, str(i), sim).observe(energy)
         self._time.labels(window, sim).observe(measurement.time)
 
@@ -457,46 +473,7 @@ class PrometheusExporter:
             ZeusConfigError: An empty ``gateway`` or ``job``, a bad grouping key, or the
                 Pushgateway could not be reached or refused the metrics.
         """
-        if not isinstance(gateway, str) or not gateway.strip():
-            raise ZeusConfigError(
-                f"PrometheusExporter.push(gateway={gateway!r}): give the Pushgateway address, e.g. "
-                "'localhost:9091' or 'http://pushgateway:9091'."
-            )
-        scheme = gateway.split("://", 1)[0].lower() if "://" in gateway else "http"
-        if scheme not in ("http", "https"):
-            raise ZeusConfigError(
-                f"PrometheusExporter.push(gateway={gateway!r}): the Pushgateway speaks http or https, "
-                f"not {scheme!r}; write e.g. 'http://pushgateway:9091'."
-            )
-        if not isinstance(job, str) or not job.strip():
-            raise ZeusConfigError(
-                f"PrometheusExporter.push(job={job!r}): give a non-empty job name, e.g. job='nightly-train'."
-            )
-        key = dict(grouping_key or {})
-        for name, value in key.items():
-            if not isinstance(name, str) or not _NAME_RE.match(name) or name == "job":
-                raise ZeusConfigError(
-                    f"PrometheusExporter.push(grouping_key={key!r}): {name!r} is not a usable label name; "
-                    "use letters, digits and underscores (not 'job', which the job argument sets)."
-                )
-            if not isinstance(value, str):
-                raise ZeusConfigError(
-                    f"PrometheusExporter.push(grouping_key={key!r}): the value of {name!r} must be a "
-                    f"string, not {type(value).__name__}; write e.g. {{{name!r}: str(...)}}."
-                )
-        if timeout_s is not None and not timeout_s > 0:
-            raise ZeusConfigError(
-                f"PrometheusExporter.push(timeout_s={timeout_s!r}): must be > 0 s, or None to wait forever."
-            )
-        try:
-            self._prom.push_to_gateway(
-                gateway, job=job, registry=self.registry, grouping_key=key, timeout=timeout_s
-            )
-        except (OSError, ValueError) as e:  # urllib's URLError and HTTPError are OSErrors
-            raise ZeusConfigError(
-                f"PrometheusExporter.push(gateway={gateway!r}, job={job!r}): the Pushgateway did not "
-                f"take the metrics ({e}). Check that a Pushgateway runs at that address and port."
-            ) from e
+        push_registry(gateway, job, self.registry, grouping_key, timeout_s, where="PrometheusExporter.push")
 
     # -- lifetime -------------------------------------------------------------------------------
     def close(self) -> None:
@@ -514,3 +491,71 @@ class PrometheusExporter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def push_registry(
+    gateway: str,
+    job: str,
+    registry: CollectorRegistry,
+    grouping_key: Mapping[str, str] | None = None,
+    timeout_s: float | None = 30.0,
+    *,
+    where: str = "push_registry",
+) -> None:
+    """Send a registry's metrics to a Prometheus Pushgateway (HTTP PUT, replacing the group).
+
+    Args:
+        gateway: Pushgateway address, e.g. ``"localhost:9091"`` or ``"https://pushgw:9091"``.
+        job: The ``job`` label.
+        registry: The metrics to send.
+        grouping_key: Further labels identifying the pusher.
+        timeout_s: Give up connecting after this long, s (``None``: never).
+        where: The caller, for messages.
+
+    Raises:
+        ZeusConfigError: An empty ``gateway`` or ``job``, a bad grouping key, or the Pushgateway
+            could not be reached or refused the metrics.
+
+    Example:
+        >>> from prometheus_client import CollectorRegistry
+        >>> from zeus_core.monitor._prometheus import push_registry
+        >>> push_registry("", "train", CollectorRegistry())  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        zeus_core.exceptions.ZeusConfigError: push_registry(gateway=''): give the Pushgateway address, ...
+    """
+    prom = _import_prometheus()
+    if not isinstance(gateway, str) or not gateway.strip():
+        raise ZeusConfigError(
+            f"{where}(gateway={gateway!r}): give the Pushgateway address, e.g. "
+            "'localhost:9091' or 'http://pushgateway:9091'."
+        )
+    scheme = gateway.split("://", 1)[0].lower() if "://" in gateway else "http"
+    if scheme not in ("http", "https"):
+        raise ZeusConfigError(
+            f"{where}(gateway={gateway!r}): the Pushgateway speaks http or https, "
+            f"not {scheme!r}; write e.g. 'http://pushgateway:9091'."
+        )
+    if not isinstance(job, str) or not job.strip():
+        raise ZeusConfigError(f"{where}(job={job!r}): give a non-empty job name, e.g. job='nightly-train'.")
+    key = dict(grouping_key or {})
+    for name, value in key.items():
+        if not isinstance(name, str) or not _NAME_RE.match(name) or name == "job":
+            raise ZeusConfigError(
+                f"{where}(grouping_key={key!r}): {name!r} is not a usable label name; "
+                "use letters, digits and underscores (not 'job', which the job argument sets)."
+            )
+        if not isinstance(value, str):
+            raise ZeusConfigError(
+                f"{where}(grouping_key={key!r}): the value of {name!r} must be a "
+                f"string, not {type(value).__name__}; write e.g. {{{name!r}: str(...)}}."
+            )
+    if timeout_s is not None and not timeout_s > 0:
+        raise ZeusConfigError(f"{where}(timeout_s={timeout_s!r}): must be > 0 s, or None to wait forever.")
+    try:
+        prom.push_to_gateway(gateway, job=job, registry=registry, grouping_key=key, timeout=timeout_s)
+    except (OSError, ValueError) as e:  # urllib's URLError and HTTPError are OSErrors
+        raise ZeusConfigError(
+            f"{where}(gateway={gateway!r}, job={job!r}): the Pushgateway did not "
+            f"take the metrics ({e}). Check that a Pushgateway runs at that address and port."
+        ) from e

@@ -2,11 +2,14 @@
 
 Rows are written in the order the windows ended, each once its GPU energy is final (about one
 counter period after the window ends), so a row never holds a provisional figure. An existing
-file is appended to only if it has the same columns (the same devices).
+file is appended to only if it has the same columns (the same devices). Rows still waiting when
+the interpreter exits are written then (an ``atexit`` hook), so a script that never calls
+``close()`` loses no row.
 """
 
 from __future__ import annotations
 
+import atexit
 import csv
 from pathlib import Path
 from typing import Any, Sequence, TextIO
@@ -73,6 +76,7 @@ class WindowLog:
             self._writer = csv.writer(self._file)
             self._writer.writerow(header)
             self._file.flush()
+        atexit.register(self.close)  # rows of windows ended before exit are written even without close()
 
     def add(self, name: str, start_time: float, m: Measurement) -> None:
         """Queue an ended window; rows are written as far as they are final."""
@@ -99,6 +103,7 @@ class WindowLog:
             self._file.close()
             self._file = None
             self._writer = None
+        atexit.unregister(self.close)
 
     def _write(self, name: str, start_time: float, m: Measurement) -> None:
         if self._writer is None:
@@ -108,8 +113,8 @@ class WindowLog:
             row += [m.gpu_energy[i] for i in self._gpus]
         except ZeusDeviceError:
             row += ["nan" for _ in self._gpus]  # the GPU failed: the row still says the window existed
-        row += [m.cpu_energy.get(i, 0.0) for i in self._cpus]
-        row += [m.dram_energy.get(i, 0.0) for i in self._drams]
+        row += [(m.cpu_energy or {}).get(i, 0.0) for i in self._cpus]
+        row += [(m.dram_energy or {}).get(i, 0.0) for i in self._drams]
         self._writer.writerow(row)
         if self._file is not None:
             self._file.flush()

@@ -193,18 +193,25 @@ def _from_lightning(where: Path) -> RunData | None:
             for row in csv.DictReader(f):
                 values = {k: _number(v) for k, v in row.items() if k and v not in ("", None)}
                 rows.append({k: v for k, v in values.items() if v is not None})
-        epochs = [r for r in rows if "energy/epoch_j" in r]
-        train: dict[str, float] = next((r for r in reversed(rows) if "energy/train_j" in r), {})
-        if not epochs and not train:
-            continue
-        run = RunData(folder=path.parent, source=f"{path.name} (Lightning CSVLogger)", who="ZeusCallback")
-        run.epochs = [{"epoch": i + 1, "metrics": r} for i, r in enumerate(epochs)]
-        run.train = train
-        run.simulated = bool(train.get("simulated") or any(r.get("simulated") for r in epochs))
-        run.forecasts = _forecasts_from(epochs)
-        run.notes.append(f"Read from {path.name}: no power timeline or run record (older Zeus Suite).")
-        return run
+        run = _run_from_logged(path, rows, source=f"{path.name} (Lightning CSVLogger)", who="ZeusCallback")
+        if run is not None:
+            return run
     return None
+
+
+def _run_from_logged(path: Path, rows: list[dict[str, float]], *, source: str, who: str) -> RunData | None:
+    """A run from the metrics an adapter logged (one dict per logged row), or None if it logged none."""
+    epochs = [r for r in rows if "energy/epoch_j" in r]
+    train: dict[str, float] = next((r for r in reversed(rows) if "energy/train_j" in r), {})
+    if not epochs and not train:
+        return None
+    run = RunData(folder=path.parent, source=source, who=who)
+    run.epochs = [{"epoch": i + 1, "metrics": r} for i, r in enumerate(epochs)]
+    run.train = train
+    run.simulated = bool(train.get("simulated") or any(r.get("simulated") for r in epochs))
+    run.forecasts = _forecasts_from(epochs)
+    run.notes.append(f"Read from {path.name}: no power timeline or run record (older Zeus Suite).")
+    return run
 
 
 # -- Hugging Face's trainer_state.json ----------------------------------------------------------------------
@@ -222,17 +229,9 @@ def _from_huggingface(where: Path) -> RunData | None:
         entries: list[dict[str, float]] = [
             {k: float(v) for k, v in e.items() if isinstance(v, (int, float))} for e in history
         ]
-        epochs = [e for e in entries if "energy/epoch_j" in e]
-        train: dict[str, float] = next((e for e in reversed(entries) if "energy/train_j" in e), {})
-        if not epochs and not train:
-            continue
-        run = RunData(folder=path.parent, source=f"{path.name} (Hugging Face)", who="ZeusTrainerCallback")
-        run.epochs = [{"epoch": i + 1, "metrics": e} for i, e in enumerate(epochs)]
-        run.train = train
-        run.simulated = bool(train.get("simulated") or any(e.get("simulated") for e in epochs))
-        run.forecasts = _forecasts_from(epochs)
-        run.notes.append(f"Read from {path.name}: no power timeline or run record (older Zeus Suite).")
-        return run
+        run = _run_from_logged(path, entries, source=f"{path.name} (Hugging Face)", who="ZeusTrainerCallback")
+        if run is not None:
+            return run
     return None
 
 

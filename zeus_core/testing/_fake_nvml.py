@@ -85,7 +85,9 @@ class FakeGPUSpec:
         memory_clocks_mhz: Supported memory clocks, MHz.
         sm_clocks_mhz: Supported graphics clocks at every memory clock, MHz.
         uuid: ``GPU-…`` UUID (derived from the name and position when ``None``).
-        instant_power_field: Whether ``NVML_FI_DEV_POWER_INSTANT`` answers (newer drivers).
+        instant_power_field: Whether ``NVML_FI_DEV_POWER_INSTANT`` and ``_AVERAGE`` answer (newer drivers).
+        memory_power_w: Power of the GPU's memory, W, reported in NVML's memory power scope
+            (``None``: the scope does not answer, as before Hopper).
         power_limit_settable: ``False`` makes the limit setter raise ``NotSupported``.
         energy_start_j: Counter value at creation, J.
         ambient_c: Temperature of an idle, cooled-down GPU (and at creation), °C.
@@ -111,6 +113,7 @@ class FakeGPUSpec:
     sm_clocks_mhz: list[int] = field(default_factory=lambda: _A40.clocks().clocks_mhz())
     uuid: str | None = None
     instant_power_field: bool = _A40.instant_power_field
+    memory_power_w: float | None = None
     power_limit_settable: bool = True
     energy_start_j: float = 123456.0
     ambient_c: float = 30.0
@@ -130,13 +133,16 @@ class FakeGPUSpec:
         """A fake of a catalogued GPU (``"a40"``, ``"h100"``, ``"v100"``, ...), with ``kw`` applied."""
         product = gpu_product(gpu)
         clocks = product.sm_clocks
+        draw = _DRAW_W.get(product.key, 0.8 * product.limits.max_w)
         facts: dict[str, Any] = dict(
             name=product.name,
             arch=_nvml_architecture(product.architecture),
             min_limit_w=product.limits.min_w,
             max_limit_w=product.limits.max_w,
             default_limit_w=product.limits.default_w,
-            power_w=_DRAW_W.get(product.key, 0.8 * product.limits.max_w),
+            power_w=draw,
+            # Hopper and newer meter their memory (HBM: about a tenth of the board's draw)
+            memory_power_w=0.1 * draw if product.architecture in ("hopper", "blackwell") else None,
             memory_clocks_mhz=list(product.memory_clocks_mhz),
             sm_clocks_mhz=[] if clocks is None else clocks.clocks_mhz(),
             instant_power_field=product.instant_power_field,
@@ -154,6 +160,8 @@ class FakeDevice:
         self.power_limit_mw = int(spec.default_limit_w * 1000)
         self.power_w = spec.power_w
         self.locked_clocks: tuple[int, int] | None = None
+        self.locked_memory_clocks: tuple[int, int] | None = None
+        self.persistence_mode = False
         self.has_counter = spec.arch >= _real.NVML_DEVICE_ARCH_VOLTA
         self.energy_mj = spec.energy_start_j * 1000.0
         self.instant_mj = int(self.energy_mj)  # the counter in instant mode (see FakeNVML)
@@ -419,8 +427,15 @@ class FakeNVML(types.ModuleType):
         for f in field_ids:
             fid, scope = f if isinstance(f, tuple) else (f, 0)
             power_field = fid in (_real.NVML_FI_DEV_POWER_INSTANT, _real.NVML_FI_DEV_POWER_AVERAGE)
+            memory = dev.spec.memory_power_w
             if power_field and dev.spec.instant_power_field and scope in (0, _real.NVML_POWER_SCOPE_GPU):
                 out.append(_FieldValue(fid, scope, _real.NVML_SUCCESS, int(dev.draw_w() * 1000), ts))
+            elif (
+                fid == _real.NVML_FI_DEV_POWER_AVERAGE
+                and scope == _real.NVML_POWER_SCOPE_MEMORY
+                and memory is not None
+            ):
+                out.append(_FieldValue(fid, scope, _real.NVML_SUCCESS, int(memory * 1000), ts))
             else:
                 out.append(_FieldValue(fid, scope, _real.NVML_ERROR_NOT_SUPPORTED, 0, ts))
         return out
@@ -515,3 +530,32 @@ class FakeNVML(types.ModuleType):
         dev = self._dev(handle)
         self._require_root()
         dev.locked_clocks = None
+
+    def nvmlDeviceSetMemoryLockedClocks(self, handle: Any, min_mhz: int, max_mhz: int) -> None:
+        self.calls["nvmlDeviceSetMemoryLockedClocks"] += 1
+        dev = self._dev(handle)
+        self._require_root()
+        clocks = dev.spec.memory_clocks_mhz
+        if min_mhz > max_mhz or min_mhz < min(clocks) or max_mhz > max(clocks):
+            raise NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
+        dev.locked_memory_clocks = (min_mhz, max_mhz)
+
+    def nvmlDeviceResetMemoryLockedClocks(self, handle: Any) -> None:
+        self.calls["nvmlDeviceResetMemoryLockedClocks"] += 1
+        dev = self._dev(handle)
+        self._require_root()
+        dev.locked_memory_clocks = None
+
+    # -- persistence mode -------------------------------------------------------------------------
+    def nvmlDeviceGetPersistenceMode(self, handle: Any) -> int:
+        self.calls["nvmlDeviceGetPersistenceMode"] += 1
+        enabled = self._dev(handle).persistence_mode
+        return _real.NVML_FEATURE_ENABLED if enabled else _real.NVML_FEATURE_DISABLED
+
+    def nvmlDeviceSetPersistenceMode(self, handle: Any, mode: int) -> None:
+        self.calls["nvmlDeviceSetPersistenceMode"] += 1
+        dev = self._dev(handle)
+        self._require_root()
+        if mode not in (_real.NVML_FEATURE_ENABLED, _real.NVML_FEATURE_DISABLED):
+            raise NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
+        dev.persistence_mode = mode == _real.NVML_FEATURE_ENABLED

@@ -219,8 +219,8 @@ def command_record(
     """
     m = measurement
     energy = {f"gpu{i}": j for i, j in m.gpu_energy.items()}
-    energy.update({f"cpu{i}": j for i, j in m.cpu_energy.items()})
-    energy.update({f"dram{i}": j for i, j in m.dram_energy.items()})
+    energy.update({f"cpu{i}": j for i, j in (m.cpu_energy or {}).items()})  # None: not measured
+    energy.update({f"dram{i}": j for i, j in (m.dram_energy or {}).items()})
     total = sum(energy.values())
     train = {"energy/train_j": total, "time/train_s": m.time, "energy/train_co2_g": footprint.co2_g(total)}
     cost = footprint.cost(total)

@@ -106,7 +106,7 @@ class _Totals:
     def add(self, m: Measurement) -> None:
         self.time += m.time
         for kind, energies in (("gpu", m.gpu_energy), ("cpu", m.cpu_energy), ("dram", m.dram_energy)):
-            for idx, joules in energies.items():
+            for idx, joules in (energies or {}).items():  # None: not measured (Zeus's shape)
                 label = f"{kind}{idx}"
                 self.devices[label] = self.devices.get(label, 0.0) + joules
         self.estimated |= m.estimated

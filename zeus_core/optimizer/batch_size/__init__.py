@@ -19,6 +19,7 @@ from __future__ import annotations
 from zeus_core.optimizer.batch_size._bandit import BatchSizeBandit, Phase
 from zeus_core.optimizer.batch_size._budget import ExplorationBudget
 from zeus_core.optimizer.batch_size._client import BatchSizeOptimizer, ZeusServerError
+from zeus_core.optimizer.batch_size._lr_scaling import LinearScaler, SquareRootScaler
 from zeus_core.optimizer.batch_size._observation import Observation
 from zeus_core.optimizer.batch_size._posterior import ArmPosterior
 from zeus_core.optimizer.batch_size._spec import JobSpec
@@ -29,7 +30,9 @@ __all__ = [
     "BatchSizeOptimizer",
     "ExplorationBudget",
     "JobSpec",
+    "LinearScaler",
     "Observation",
     "Phase",
+    "SquareRootScaler",
     "ZeusServerError",
 ]

@@ -16,7 +16,8 @@ is described once, in docs/optimizers/batch-size.md; in short:
   measured first, and the first trial of each of its two neighbours is always allowed (nothing
   can be learnt without them). Any other trial is handed out only while the job's cumulative cost
   plus the trial's pessimistic cost stays within ``(1 + slack)`` × the default's; otherwise the
-  safe arm (the lowest pessimistic cost) is played, and exploration waits for the savings.
+  safe arm is played (the default, or an arm whose pessimistic cost is below the default's mean
+  cost), and exploration waits for the savings.
 * **Early stopping**: a trial stops once its cost, plus the cost of the fewest epochs it can
   still need (the fewest any converged trial took), passes ``beta_knob`` × the best converged
   cost.
@@ -51,6 +52,9 @@ _PESSIMISM_STD = 1.0
 # A pruning walk ends after this many arms in a row each cost clearly more than the one before
 # (cost is unimodal in the batch size; one rise may be a bump of a real cost curve).
 _PATIENCE = 2
+# Largest factor (as its logarithm) by which an unexplored arm's predicted cost may exceed its
+# explored neighbour's: e^40 ≈ 2e17 is beyond any budget, and keeps every product finite.
+_MAX_LOG_RISE = 40.0
 
 
 class Phase(str, Enum):
@@ -331,11 +335,24 @@ class BatchSizeBandit:
         return batch_size in sizes[max(0, i - 1) : i + 2]
 
     def _safe_arm(self) -> int:
-        """The explored arm with the lowest pessimistic cost (the default before any is known)."""
-        known = [b for b, p in self.posteriors().items() if p.count > 0]
+        """The default, or an explored arm whose pessimistic cost is below the default's mean cost.
+
+        An arm proves cheaper than the default only when its pessimistic cost (mean plus one
+        standard deviation) beats the default's posterior mean; comparing pessimistic costs alone
+        would favour the arm played most (the smallest standard deviation), even one that costs
+        more than the default, and lock the job into it once the budget is spent.
+        """
+        posteriors = self.posteriors()
+        default = self._spec.default_batch_size
+        known = [b for b, p in posteriors.items() if p.count > 0]
         if not known:
-            return self._spec.default_batch_size
-        return min(known, key=lambda b: (self.pessimistic_cost(b), b))
+            return default
+
+        def bound(b: int) -> float:
+            # Playing the default costs what the budget charges against it: its mean, not a bound.
+            return posteriors[b].mean if b == default else self.pessimistic_cost(b)
+
+        return min(known, key=lambda b: (bound(b), b))
 
     # --------------------------------------------------------------- budget
     def budget(self) -> ExplorationBudget:
@@ -395,7 +412,10 @@ class BatchSizeBandit:
             guess = means[side[0]]
             if len(side) > 1 and means[side[1]] > 0 and means[side[0]] > means[side[1]]:
                 x1, x2 = math.log2(side[0]), math.log2(side[1])
-                guess *= (means[side[0]] / means[side[1]]) ** ((x - x1) / (x1 - x2))
+                # In logs: a rise from 1 µJ to 1e16 J over the 31 doublings of a batch size must not
+                # overflow a float (it would stop every later request on the job).
+                rise = (math.log(means[side[0]]) - math.log(means[side[1]])) * (x - x1) / (x1 - x2)
+                guess *= math.exp(min(rise, _MAX_LOG_RISE))
             guesses.append(guess)
         return max(guesses)
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
@@ -68,14 +69,15 @@ __all__ = [
     "TrialRow",
     "EpochRow",
     "normalize_url",
+    "redact_url",
     "Database",
     "init_schema",
 ]
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
-"""Version of the schema that this code writes (2: ``bso_trials.heartbeat``)."""
+SCHEMA_VERSION = 3
+"""Version of the schema that this code writes (2: ``bso_trials.heartbeat``; 3: ``bso_epochs.reports``)."""
 
 
 def _v1_to_v2(conn: Connection) -> None:
@@ -83,7 +85,13 @@ def _v1_to_v2(conn: Connection) -> None:
     conn.exec_driver_sql("ALTER TABLE bso_trials ADD COLUMN heartbeat BOOLEAN NOT NULL DEFAULT FALSE")
 
 
-MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2}
+def _v2_to_v3(conn: Connection) -> None:
+    """Version 3 counts the reports taken for an epoch (several ranks of a Zeus job each report)."""
+    if inspect(conn).has_table("bso_epochs"):  # else create_all makes it with the column
+        conn.exec_driver_sql("ALTER TABLE bso_epochs ADD COLUMN reports INTEGER NOT NULL DEFAULT 1")
+
+
+MIGRATIONS: dict[int, Callable[[Connection], None]] = {1: _v1_to_v2, 2: _v2_to_v3}
 """``from_version -> function`` that upgrades a database from that version to the next one.
 
 Each function receives a synchronous SQLAlchemy ``Connection`` inside the migration
@@ -195,6 +203,7 @@ class EpochRow(Base):
         time_s / energy_j: Cumulative time (s) and energy (J) of the trial so far.
         cost: Zeus cost so far, J.
         stop / reason: The decision returned to the client.
+        reports: Different reports of this epoch taken (ranks that each report; see ``JobSpec.reporters``).
     """
 
     __tablename__ = "bso_epochs"
@@ -212,8 +221,22 @@ class EpochRow(Base):
     stop: Mapped[bool] = mapped_column(Boolean)
     reason: Mapped[str] = mapped_column(String(32))
     created_at: Mapped[float] = mapped_column(Double)
+    reports: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
 
     trial: Mapped[TrialRow] = relationship(back_populates="epoch_reports")
+
+
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^:@/]*):(?P<secret>[^@/]*)@")
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the password of every ``scheme://user:password@`` in it replaced by ``***``.
+
+    Example:
+        >>> redact_url("mysql://bso:hunter2@db/bso")
+        'mysql://bso:***@db/bso'
+    """
+    return _USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:***@", text)
 
 
 def normalize_url(url_or_path: str | Path) -> str:
@@ -236,10 +259,11 @@ def normalize_url(url_or_path: str | Path) -> str:
         raise ZeusConfigError("bso database: empty database URL; pass a file path or postgresql://...")
     if "://" not in text:
         return "sqlite+aiosqlite:///" + str(Path(text).expanduser().resolve())
+    shown = redact_url(text)  # messages never carry the password
     try:
         url = make_url(text)
-    except ArgumentError as err:
-        raise ZeusConfigError(f"bso database: cannot parse database URL {text!r}: {err}") from err
+    except ArgumentError:
+        raise ZeusConfigError(f"bso database: cannot parse database URL {shown!r}.") from None
     backend, _, driver = url.drivername.partition("+")
     if backend == "postgres":
         backend = "postgresql"
@@ -260,9 +284,12 @@ def normalize_url(url_or_path: str | Path) -> str:
         url = url.set(drivername="postgresql+asyncpg")
     else:
         raise ZeusConfigError(
-            f"bso database: unsupported database {backend!r} in {text!r}; use a SQLite file path or postgresql://..."
+            f"bso database: unsupported database {backend!r} in {shown!r}; use a SQLite file path or postgresql://..."
         )
     return url.render_as_string(hide_password=False)
+
+
+_READ_ONLY = "zeus_read_only"
 
 
 def _configure_sqlite(engine: AsyncEngine) -> None:
@@ -276,7 +303,10 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # Writers take the write lock at once (no upgrade deadlocks); a read-only check such as
+        # /health's reads the last commit beside a running writer (WAL) instead of waiting for it.
+        read_only = conn.get_execution_options().get(_READ_ONLY, False)
+        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
 
 class Database:
@@ -332,6 +362,7 @@ class Database:
     async def schema_version(self) -> int | None:
         """The version recorded in the database, or ``None`` when it has no schema table."""
         async with self.engine.connect() as conn:
+            conn = await conn.execution_options(**{_READ_ONLY: True})
             return await conn.run_sync(_read_version)
 
     async def dispose(self) -> None:

@@ -20,13 +20,13 @@ Zeus's client sends its JSON without a ``Content-Type`` header, so these routes 
 a token, give it ``http://zeus:<token>@host:port`` as the server URL (basic auth; the user name is
 not checked).
 
-Field mapping: ``higher_is_better_metric`` -> ``higher_is_better``, ``max_power`` ->
-``max_power_w``, ``mab_seed`` -> ``seed`` (``null`` -> 0), ``mab_prior_mean`` and
-``mab_prior_precision`` -> ``prior_mean`` and ``prior_std = precision ** -0.5`` (precision 0 = no
-prior), ``batch_sizes`` are sorted (and de-duplicated) as Zeus does. ``mab_num_explorations``,
-``number_of_gpus`` and ``gpu_model`` are accepted and echoed but not used: the suite's bandit
-needs no forced explorations (its noise variance is pooled over arms), and ``max_power`` already
-carries the number of GPUs. Where the suite is stricter it says so with a 422 naming the Zeus
+Field mapping: see :mod:`~zeus_core.optimizer.batch_size._zeus_spec` (``number_of_gpus`` becomes
+``reporters``: Zeus's data-parallel example reports each epoch from every rank, each with its own
+measurement, so up to that many different reports of one epoch are taken, the first deciding for
+all; one more is refused with 409, as a second different report of a single-GPU job is).
+``mab_num_explorations`` and ``gpu_model`` are accepted and echoed but not used: the suite's
+bandit needs no forced explorations (its noise variance is pooled over arms), and ``max_power``
+already carries the number of GPUs. Where the suite is stricter it says so with a 422 naming the Zeus
 field (``beta_knob`` must be > 1, a prior mean must be > 0). Decisions are the suite's (see
 :mod:`~zeus_core.optimizer.batch_size._service`): a trial that reached the target converges, and
 exploration keeps within the suite's budget against the default (``slack`` 0; Zeus's spec has no
@@ -35,13 +35,13 @@ such field).
 
 from __future__ import annotations
 
-import secrets
 from typing import Annotated, Any, Union
 
 from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from zeus_core.exceptions import ZeusConfigError
+from zeus_core.optimizer.batch_size import _limits as limits
 from zeus_core.optimizer.batch_size._api_models import (
     EpochReport,
     JobSpecModel,
@@ -51,12 +51,14 @@ from zeus_core.optimizer.batch_size._api_models import (
     TrialOut,
     TrialStatus,
 )
+from zeus_core.optimizer.batch_size._limits import MAX_INT
 from zeus_core.optimizer.batch_size._service import (
     BatchSizeService,
     InvalidReportError,
     TrialNotFoundError,
 )
-from zeus_core.optimizer.batch_size._spec import MAX_INT, JobSpec
+from zeus_core.optimizer.batch_size._spec import JobSpec
+from zeus_core.optimizer.batch_size._zeus_spec import zeus_job_id, zeus_job_spec
 
 __all__ = [
     "ZeusJobSpec",
@@ -72,15 +74,6 @@ __all__ = [
 ]
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
-_NUMBER = Field(ge=0.0, allow_inf_nan=False)
-
-_ZEUS_NAME = {
-    "higher_is_better": "higher_is_better_metric",
-    "max_power_w": "max_power",
-    "seed": "mab_seed",
-    "prior_mean": "mab_prior_mean",
-    "prior_std": "mab_prior_precision",
-}
 
 
 class ZeusJobSpec(BaseModel):
@@ -90,22 +83,22 @@ class ZeusJobSpec(BaseModel):
 
     job_id: str | None = Field(default=None, min_length=1, max_length=255)
     job_id_prefix: str = Field(min_length=1, max_length=200)
-    batch_sizes: list[int] = Field(min_length=1)
+    batch_sizes: list[int] = Field(min_length=1, max_length=limits.MAX_BATCH_SIZES)
     default_batch_size: int = Field(gt=0, le=MAX_INT)
     eta_knob: float = 0.5
     beta_knob: float | None = 2.0
     target_metric: float = 0.5
     higher_is_better_metric: bool = True
-    max_epochs: int = Field(default=100, gt=0, le=MAX_INT)
+    max_epochs: int = Field(default=100, gt=0, le=limits.MAX_EPOCHS)
     num_pruning_rounds: int = Field(default=2, ge=0)
     window_size: int = Field(default=0, ge=0)
     mab_prior_mean: float = 0.0
     mab_prior_precision: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
-    mab_num_explorations: int = Field(default=2, ge=0)
-    mab_seed: int | None = Field(default=None, ge=0)
+    mab_num_explorations: int = Field(default=2, ge=0, le=MAX_INT)
+    mab_seed: int | None = Field(default=None, ge=0, le=limits.MAX_SEED)
     max_power: float = Field(gt=0, allow_inf_nan=False, description="max power limit x number of GPUs, W")
-    number_of_gpus: int = Field(gt=0)
-    gpu_model: str = Field(min_length=1)
+    number_of_gpus: int = Field(gt=0, le=limits.MAX_NUMBER_OF_GPUS)
+    gpu_model: str = Field(min_length=1, max_length=200)
 
 
 class ZeusRegisteredJob(ZeusJobSpec):
@@ -130,10 +123,12 @@ class ZeusTrialId(BaseModel):
 class ZeusTrainingResult(ZeusTrialId):
     """Zeus 0.16's ``TrainingResult``: cumulative time (s) and energy (J) after ``current_epoch`` epochs."""
 
-    time: float = _NUMBER
-    energy: float = _NUMBER
-    metric: float = Field(allow_inf_nan=False)
-    current_epoch: int = Field(ge=1, le=MAX_INT)
+    time: float = Field(ge=0.0, le=limits.MAX_TIME_S, allow_inf_nan=False, description=limits.explain("time"))
+    energy: float = Field(
+        ge=0.0, le=limits.MAX_ENERGY_J, allow_inf_nan=False, description=limits.explain("energy")
+    )
+    metric: float = Field(ge=-limits.MAX_METRIC, le=limits.MAX_METRIC, allow_inf_nan=False)
+    current_epoch: int = Field(ge=1, le=limits.MAX_EPOCHS)
 
 
 class ZeusReportResponse(BaseModel):
@@ -162,30 +157,12 @@ def to_job_spec(zeus: ZeusJobSpec, job_id: str) -> JobSpec:
     Raises:
         InvalidReportError: A value the suite refuses; names the Zeus field.
     """
-    prior_mean = prior_std = None
-    if zeus.mab_prior_precision > 0:
-        prior_mean, prior_std = zeus.mab_prior_mean, zeus.mab_prior_precision**-0.5
+    fields = zeus.model_dump()
+    fields.pop("job_id")
     try:
-        return JobSpec(
-            job_id,
-            tuple(sorted(set(zeus.batch_sizes))),
-            zeus.default_batch_size,
-            zeus.target_metric,
-            higher_is_better=zeus.higher_is_better_metric,
-            max_epochs=zeus.max_epochs,
-            eta_knob=zeus.eta_knob,
-            beta_knob=zeus.beta_knob,
-            window_size=zeus.window_size,
-            num_pruning_rounds=zeus.num_pruning_rounds,
-            prior_mean=prior_mean,
-            prior_std=prior_std,
-            max_power_w=zeus.max_power,
-            seed=zeus.mab_seed or 0,
-        )
+        return zeus_job_spec(job_id, **fields)
     except ZeusConfigError as err:
-        field = str(err).removeprefix("JobSpec: ").partition("=")[0]
-        zeus_field = _ZEUS_NAME.get(field, field)
-        raise InvalidReportError(zeus_field, f"Zeus job spec: {zeus_field}: {err}") from err
+        raise InvalidReportError(getattr(err, "zeus_field", "job_id"), str(err)) from err
 
 
 async def register_zeus_job(service: BatchSizeService, zeus: ZeusJobSpec) -> ZeusRegisteredJob:
@@ -195,12 +172,10 @@ async def register_zeus_job(service: BatchSizeService, zeus: ZeusJobSpec) -> Zeu
         InvalidReportError: ``job_id`` does not start with ``job_id_prefix``, or a refused value.
         ConflictError: The job id is registered with a different spec.
     """
-    job_id = zeus.job_id if zeus.job_id is not None else f"{zeus.job_id_prefix}-{secrets.token_hex(4)}"
-    if not job_id.startswith(zeus.job_id_prefix):
-        raise InvalidReportError(
-            "job_id",
-            f"job_id={job_id!r} must start with job_id_prefix={zeus.job_id_prefix!r} (a Zeus rule).",
-        )
+    try:
+        job_id = zeus_job_id(zeus.job_id, zeus.job_id_prefix)
+    except ZeusConfigError as err:
+        raise InvalidReportError("job_id", str(err)) from err
     spec = to_job_spec(zeus, job_id)
     created = await service.register(spec)
     echoed = zeus.model_dump() | {"job_id": job_id, "batch_sizes": list(spec.batch_sizes)}

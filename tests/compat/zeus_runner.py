@@ -1,0 +1,198 @@
+"""Run one of Zeus's documented snippets (``tests/compat/zeus_snippets``) as a Zeus user runs it.
+
+Usage: ``python tests/compat/zeus_runner.py SNIPPET [ARGS...]``, or
+``--batch OUT_DIR PARALLEL TIMEOUT_S SNIPPET...`` to run many, each in a child forked after torch
+and the library are imported once.
+
+The snippet is Zeus's code with only its ``zeus`` import lines rewritten; its header names what
+stands in for what CI lacks: ``# gpus: N`` fake NVIDIA A40s (``pynvml`` replaced by the faithful
+fake), ``# stand-ins: yes`` tiny CPU stand-ins for the names a docs fragment leaves to the reader
+(``train_loader``, ``model``, ...; see ``zeus_standins.py``), ``# torchvision: fake`` a tiny
+``torchvision`` (MNIST/ImageNet-shaped random data, small models), ``# services: pushgateway`` a
+local Pushgateway on port 9091, ``# bso-server: HOST:PORT`` ``zeus-suite bso-server`` reached
+under Zeus's address, ``# rapl: fake`` a RAPL powercap tree with one package and its
+DRAM. ``# before: CODE; CODE``: what a
+docs fragment leaves out (the page's import lines, rewritten; its ``# ...``). A ``...`` argument
+(Zeus's "your arguments here", as in ``Trainer(..., callbacks=[plo])``) becomes the stand-in's
+arguments (``__stand_in_arguments__``). ``# env: K=V ...`` the environment that Zeus's job
+file sets, ``# tensorboardX: fake`` a ``SummaryWriter`` that drops what it is given. ``# argv:
+ARGS`` the example's command line (small sizes, ``-j 0``). ``# expect: NAME``: Zeus itself ends
+with exception ``NAME`` on such a machine (e.g.
+``get_soc()`` without an SoC), and so must the snippet. Nothing in the snippet's own lines is changed.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import inspect
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))
+sys.path.insert(0, str(HERE))
+
+import zeus_standins  # noqa: E402
+
+from zeus_core.testing import FakeGPUSpec, FakeNVML  # noqa: E402
+
+
+def header(text: str) -> dict[str, str]:
+    """The ``# key: value`` lines above ``# ---``."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.startswith("# ---"):
+            break
+        key, _, value = line[2:].partition(":")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def run_command(line: str, ctrl_c_after_s: float) -> None:
+    """Run ``python -m MODULE ARGS`` in this process; Ctrl-C (SIGINT) after ``ctrl_c_after_s`` if > 0."""
+    import runpy
+    import shlex
+    import signal
+    import threading
+
+    python, flag, module, *args = shlex.split(line)
+    assert (python, flag) == ("python", "-m"), line
+    if ctrl_c_after_s > 0:
+        threading.Timer(ctrl_c_after_s, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+    sys.argv = [module, *args]
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as e:
+        if e.code not in (0, None):
+            raise
+
+
+def run_snippet(path: str, args: list[str]) -> None:
+    """Run one snippet in this process, with the stand-ins its header asks for."""
+    text = Path(path).read_text()
+    meta = header(text)
+    args = args or meta.get("argv", "").split()  # the command line a user would give (small sizes)
+    gpus = int(meta.get("gpus", "1"))
+    sys.modules["pynvml"] = FakeNVML([FakeGPUSpec.a40() for _ in range(gpus)])  # type: ignore[assignment]
+    zeus_standins.cuda_on_cpu(gpus)
+    if meta.get("torchvision") == "fake":
+        zeus_standins.install_fake_torchvision()
+    if "pushgateway" in meta.get("services", ""):
+        zeus_standins.start_pushgateway()
+    for assignment in meta.get("env", "").split():  # the environment Zeus's job file (YAML) sets
+        key, _, value = assignment.partition("=")
+        os.environ[key] = value
+    if meta.get("tensorboardX") == "fake":
+        zeus_standins.install_fake_tensorboardx()
+    if meta.get("bso-server"):
+        zeus_standins.start_bso_server(meta["bso-server"])
+    if meta.get("rapl") == "fake":
+        zeus_standins.fake_rapl()
+    if meta.get("jax") == "fake":
+        zeus_standins.install_fake_jax()
+    namespace: dict[str, object] = {"__name__": "__main__", "__file__": path}
+    if meta.get("stand-ins") == "yes":
+        namespace.update(zeus_standins.names())
+    for line in meta.get("before", "").split(";"):  # the page's imports, or its elided `# ...` part
+        exec(line.strip(), namespace)  # noqa: S102
+    if path.endswith(".sh"):  # a module-style command: `python -m MODULE ARGS`, stopped by Ctrl-C
+        run_command(text.split("# ---\n", 1)[1].strip(), float(meta.get("ctrl-c", "0")))
+        return
+    sys.argv = [path, *args]
+    body = textwrap.dedent(text.split("# ---\n", 1)[1])
+    tree = ast.parse(body, path)
+    for node in ast.walk(
+        tree
+    ):  # Zeus's `Trainer(..., callbacks=[...])`: `...` stands for the reader's arguments
+        if isinstance(node, ast.Call) and any(
+            isinstance(a, ast.Constant) and a.value is Ellipsis for a in node.args
+        ):
+            node.args = [a for a in node.args if not (isinstance(a, ast.Constant) and a.value is Ellipsis)]
+            node.keywords.append(ast.keyword(arg=None, value=ast.Name("__stand_in_arguments__", ast.Load())))
+            namespace["__stand_in_arguments__"] = zeus_standins.trainer_arguments()
+    ast.fix_missing_locations(tree)
+    lines = [""] * (text.split("# ---\n", 1)[0].count("\n") + 1)  # keep the file's line numbers in tracebacks
+    tree = ast.increment_lineno(tree, len(lines))
+    flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT  # a notebook cell's `async for` runs as a notebook runs it
+    code = compile(tree, path, "exec", flags=flags)
+    expect = meta.get("expect")
+    try:
+        result = eval(code, namespace)  # noqa: S307 - the snippet under test
+        if inspect.iscoroutine(result):
+            asyncio.run(result)
+    except Exception as e:
+        if expect is None or type(e).__name__ != expect:
+            raise
+        print(f"[zeus_runner] raised {expect} as Zeus does: {e}", file=sys.stderr)
+    else:
+        if expect is not None:
+            raise SystemExit(f"[zeus_runner] expected {expect}, as Zeus raises here; nothing was raised")
+    sys.stdout.flush()
+
+
+def run_batch(out_dir: Path, paths: list[str], parallel: int, timeout_s: float) -> None:
+    """Run each snippet in a child forked from this process (torch and the library imported once).
+
+    Writes ``out_dir/<name>.log`` (stdout and stderr) and ``out_dir/<name>.rc`` per snippet.
+    """
+    import time
+    import traceback
+
+    import torch  # noqa: F401  (imported once, before forking)
+
+    import zeus_core.compat.metric  # noqa: F401
+    import zeus_core.compat.monitor  # noqa: F401
+    import zeus_core.compat.optimizer.power_limit  # noqa: F401
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pending = list(paths)
+    running: dict[int, tuple[str, float]] = {}
+    while pending or running:
+        while pending and len(running) < parallel:
+            path = pending.pop(0)
+            log = out_dir / (Path(path).stem + ".log")
+            pid = os.fork()
+            if pid == 0:  # the child: one snippet, then its exit hooks, as a process of its own
+                fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+                os.dup2(fd, 1)
+                os.dup2(fd, 2)
+                code = 0
+                try:
+                    run_snippet(path, [])
+                except SystemExit as e:
+                    code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+                except BaseException:
+                    traceback.print_exc()
+                    code = 1
+                import atexit
+
+                atexit._run_exitfuncs()
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+            running[pid] = (path, time.monotonic())
+        done, status = os.waitpid(-1, os.WNOHANG)
+        if done == 0:
+            for pid, (path, started) in list(running.items()):
+                if time.monotonic() - started > timeout_s:
+                    os.kill(pid, 9)
+            time.sleep(0.05)
+            continue
+        path, _ = running.pop(done)
+        rc = os.waitstatus_to_exitcode(status)
+        (out_dir / (Path(path).stem + ".rc")).write_text(str(rc))
+
+
+def main() -> None:
+    if sys.argv[1] == "--batch":  # --batch OUT_DIR PARALLEL TIMEOUT_S SNIPPET...
+        run_batch(Path(sys.argv[2]), sys.argv[5:], int(sys.argv[3]), float(sys.argv[4]))
+        return
+    path, *args = sys.argv[1:]
+    run_snippet(path, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,20 @@
+# zeus-source: skills/measuring-energy/SKILL.md:96
+# sha256: dae513a99c5724142b13d9e2218148a94df47c07280774f949b7bf6acf76a045
+# stand-ins: yes
+# status: not run: profile_parameters' default sweep (1-10 s windows, 3 trials each, with cooldowns) takes about 20 minutes of wall time, as in Zeus; too long for CI
+# change: none: it runs with the imports changed; the module example of zeus_core.compat.profile runs measure() on a simulated GPU in CI
+# ---
+from zeus_core.compat.monitor import ZeusMonitor
+from zeus_core.compat.profile import measure, profile_parameters
+
+def one_iteration() -> None: ...
+
+if __name__ == "__main__":
+    monitor = ZeusMonitor(gpu_indices=[0])
+
+    # If good durations are unknown, sweep both and pick the smallest valid values.
+    measurement_report, cooldown_report = profile_parameters(one_iteration, monitor)
+
+    # With known durations, run a single trial.
+    trial = measure(one_iteration, monitor, measurement_duration=5.0, cooldown_duration=10.0)
+    print(f"{trial.energy_per_iter} J/iter, {trial.time_per_iter} s/iter")

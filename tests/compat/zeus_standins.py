@@ -1,0 +1,369 @@
+"""Tiny CPU stand-ins for what Zeus's documented code leaves to the reader or to a GPU machine.
+
+Used by ``zeus_runner.py`` only: the model and data a docs fragment calls ``train_loader``,
+``model``, ``train_one_step``, ...; a ``torchvision`` with random MNIST/ImageNet-shaped data and
+small models (none is installed in CI, and no dataset is downloaded); CUDA calls mapped to the CPU
+(CI's torch is CPU-only); a local Pushgateway. The snippets' own lines stay as Zeus wrote them.
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import sys
+import threading
+import types
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset, TensorDataset
+
+__all__ = [
+    "cuda_on_cpu",
+    "fake_rapl",
+    "install_fake_jax",
+    "install_fake_torchvision",
+    "start_pushgateway",
+    "names",
+    "install_fake_tensorboardx",
+    "start_bso_server",
+    "trainer_arguments",
+]
+
+
+def cuda_on_cpu(device_count: int) -> None:
+    """Map the CUDA calls of Zeus's examples to the CPU (``.cuda()``, ``set_device``, ...)."""
+    if torch.cuda.is_available():
+        return
+    torch.cuda.current_device = lambda: 0  # type: ignore[assignment]
+    torch.cuda.set_device = lambda *a, **k: None  # type: ignore[assignment]
+    torch.cuda.device_count = lambda: device_count  # type: ignore[assignment]
+    torch.cuda.synchronize = lambda *a, **k: None  # type: ignore[assignment]
+    torch.Tensor.cuda = lambda self, *a, **k: self  # type: ignore[method-assign]
+    nn.Module.cuda = lambda self, *a, **k: self  # type: ignore[method-assign]
+
+    def gpu(device: Any) -> bool:
+        return (isinstance(device, int) and not isinstance(device, bool)) or str(device).startswith("cuda")
+
+    def on_cpu(to: Any) -> Any:  # `.to(rank)`, `.to("cuda:0")`, `.to(torch.device("cuda"))`: here, the CPU
+        def cpu_to(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if args and gpu(args[0]):
+                args = ("cpu", *args[1:])
+            if gpu(kwargs.get("device")):
+                kwargs["device"] = "cpu"
+            return to(self, *args, **kwargs)
+
+        return cpu_to
+
+    tensor = torch.tensor
+
+    def cpu_tensor(*args: Any, **kwargs: Any) -> torch.Tensor:
+        if gpu(kwargs.get("device")):
+            kwargs["device"] = "cpu"
+        return tensor(*args, **kwargs)
+
+    torch.tensor = cpu_tensor  # type: ignore[assignment]
+    torch.Tensor.to = on_cpu(torch.Tensor.to)  # type: ignore[method-assign]
+    nn.Module.to = on_cpu(nn.Module.to)  # type: ignore[method-assign]
+    import torch.distributed as dist
+
+    init = dist.init_process_group
+
+    def init_process_group(backend: Any = None, *args: Any, **kwargs: Any) -> Any:  # NCCL needs GPUs: gloo
+        return init("gloo" if backend in ("nccl", None) else backend, *args, **kwargs)
+
+    dist.init_process_group = init_process_group  # type: ignore[assignment]
+    ddp_init = nn.parallel.DistributedDataParallel.__init__
+
+    def ddp_on_cpu(
+        self: Any, module: Any, device_ids: Any = None, output_device: Any = None, **kwargs: Any
+    ) -> None:
+        ddp_init(self, module, **kwargs)  # a CPU module takes no device_ids
+
+    nn.parallel.DistributedDataParallel.__init__ = ddp_on_cpu  # type: ignore[method-assign]
+
+
+def fake_rapl() -> None:
+    """A RAPL powercap tree (packages 0 and 1, each with its DRAM) in a temporary folder, for discovery."""
+    import tempfile
+    from pathlib import Path
+
+    from zeus_core.device import _discovery
+
+    root = Path(tempfile.mkdtemp(prefix="zeus-fake-rapl-"))
+    zones = [(f"intel-rapl:{i}", f"package-{i}") for i in (0, 1)]
+    zones += [(f"intel-rapl:{i}/intel-rapl:{i}:0", "dram") for i in (0, 1)]
+    for zone, name in zones:
+        (root / zone).mkdir(parents=True)
+        (root / zone / "name").write_text(name + "\n")
+        (root / zone / "energy_uj").write_text("1000000\n")
+        (root / zone / "max_energy_range_uj").write_text("262143328850\n")
+    _discovery.get_cpus.__defaults__ = (str(root),)
+
+
+class _Images(Dataset):
+    """``n`` random images of ``shape`` with labels in ``range(classes)``."""
+
+    def __init__(self, n: int, shape: tuple[int, ...], classes: int) -> None:
+        g = torch.Generator().manual_seed(0)
+        self.x = torch.randn(n, *shape, generator=g)
+        self.y = torch.randint(0, classes, (n,), generator=g)
+        self.classes = [str(c) for c in range(classes)]
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        return self.x[i], int(self.y[i])
+
+
+class _Identity:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __call__(self, x: Any) -> Any:
+        return x
+
+
+def _tiny_classifier(num_classes: int = 10, channels: int = 3, **kwargs: Any) -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(channels, 4, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(2),
+        nn.Flatten(),
+        nn.Linear(16, num_classes),
+    )
+
+
+def install_fake_torchvision() -> None:
+    """A ``torchvision`` whose datasets are a few random images and whose models are tiny."""
+    tv = types.ModuleType("torchvision")
+    datasets = types.ModuleType("torchvision.datasets")
+    datasets.ImageFolder = lambda root, transform=None, **k: _Images(64, (3, 8, 8), 10)  # type: ignore[attr-defined]
+    mnist = lambda root, train=True, download=False, transform=None, **k: _Images(  # noqa: E731
+        256 if train else 64, (1, 28, 28), 10
+    )
+    datasets.MNIST = datasets.FashionMNIST = mnist  # type: ignore[attr-defined]
+    models = types.ModuleType("torchvision.models")
+    for arch in ("resnet18", "resnet50", "vgg16", "shufflenet_v2_x1_0"):
+        setattr(models, arch, lambda pretrained=False, **k: _tiny_classifier(num_classes=1000))
+    transforms = types.ModuleType("torchvision.transforms")
+    for name in (
+        "Compose",
+        "Resize",
+        "CenterCrop",
+        "RandomResizedCrop",
+        "RandomHorizontalFlip",
+        "ToTensor",
+        "Normalize",
+    ):
+        setattr(transforms, name, _Identity)
+    tv.datasets, tv.models, tv.transforms = datasets, models, transforms  # type: ignore[attr-defined]
+    sys.modules.update(
+        {
+            "torchvision": tv,
+            "torchvision.datasets": datasets,
+            "torchvision.models": models,
+            "torchvision.transforms": transforms,
+        }
+    )
+
+
+def start_bso_server(host_port: str) -> None:
+    """``zeus-suite bso-server`` on a free local port (SQLite), reached under Zeus's ``host:port``.
+
+    The name in Zeus's URL (``http://bso-server:8000``) resolves to it, as ``/etc/hosts`` or a
+    Kubernetes service would; the server stops when this process ends.
+    """
+    import atexit
+    import socket
+    import subprocess
+    import tempfile
+    import time
+
+    if "LOCAL_RANK" in os.environ:  # under torchrun: one server for the job, started by local rank 0
+        port = int(os.environ["MASTER_PORT"]) + 1
+    else:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+    name, _, zeus_port = host_port.partition(":")
+    if os.environ.get("LOCAL_RANK", "0") == "0":
+        db = Path(tempfile.mkdtemp(prefix="zeus-bso-")) / "bso.db"
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "zeus_core._cli",
+                "bso-server",
+                "--database",
+                str(db),
+                "--port",
+                str(port),
+                "--allowed-host",  # reached under Zeus's service name, as a deployment would allow it
+                name,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        atexit.register(server.terminate)
+    resolve = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, p: Any, *args: Any, **kwargs: Any) -> Any:
+        if host == name and str(p) == zeus_port:
+            return resolve("127.0.0.1", port, *args, **kwargs)
+        return resolve(host, p, *args, **kwargs)
+
+    socket.getaddrinfo = getaddrinfo  # type: ignore[assignment]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError("zeus-suite bso-server did not start within 60 s")
+
+
+def install_fake_tensorboardx() -> None:
+    """A ``tensorboardX`` whose ``SummaryWriter`` drops what it is given (not installed in CI)."""
+    tbx = types.ModuleType("tensorboardX")
+
+    class SummaryWriter:
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+        def __getattr__(self, name: str) -> Any:
+            return lambda *args, **kwargs: None
+
+    tbx.SummaryWriter = SummaryWriter  # type: ignore[attr-defined]
+    sys.modules["tensorboardX"] = tbx
+
+
+class _JaxArray:
+    """A stand-in for a JAX array on a GPU: shape only, so Zeus's 50,000 matrix products take no time."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.shape = shape
+
+    def __matmul__(self, other: _JaxArray) -> _JaxArray:
+        return _JaxArray((self.shape[0], other.shape[-1]))
+
+    def block_until_ready(self) -> _JaxArray:
+        return self
+
+
+def install_fake_jax() -> None:
+    """A ``jax`` with one GPU device whose arrays carry their shape only (no JAX in CI)."""
+    jax = types.ModuleType("jax")
+    jnp = types.ModuleType("jax.numpy")
+    random = types.ModuleType("jax.random")
+    jax.jit = lambda f: f  # type: ignore[attr-defined]
+    jax.devices = lambda: [types.SimpleNamespace(platform="gpu", id=0)]  # type: ignore[attr-defined]
+    jax.device_put = lambda x, device=None: _JaxArray(())  # type: ignore[attr-defined]
+    jnp.ones = lambda shape, *a, **k: _JaxArray(tuple(shape))  # type: ignore[attr-defined]
+    random.PRNGKey = lambda seed: _JaxArray((2,))  # type: ignore[attr-defined]
+    random.uniform = lambda key, shape, *a, **k: _JaxArray(tuple(shape))  # type: ignore[attr-defined]
+    jax.numpy, jax.random = jnp, random  # type: ignore[attr-defined]
+    sys.modules.update({"jax": jax, "jax.numpy": jnp, "jax.random": random})
+
+
+class _Gateway(http.server.BaseHTTPRequestHandler):
+    pushes = 0
+
+    def _ok(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        type(self).pushes += 1
+        self.send_response(200)
+        self.end_headers()
+
+    do_PUT = do_POST = do_DELETE = _ok  # noqa: N815
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def start_pushgateway(port: int = 9091) -> None:
+    """A Pushgateway on ``localhost:port`` that accepts every push; the count is printed at exit."""
+    import time
+
+    deadline = time.monotonic() + 300
+    while True:  # another snippet's gateway may hold the port: wait for it to end
+        try:
+            server = http.server.ThreadingHTTPServer(("127.0.0.1", port), _Gateway)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    import atexit
+
+    atexit.register(lambda: print(f"[pushgateway] {_Gateway.pushes} pushes", file=sys.stderr, flush=True))
+
+
+def names() -> dict[str, Any]:
+    """What docs fragments leave to the reader: a tiny model, its data and one step of training."""
+    g = torch.Generator().manual_seed(0)
+    dataset = TensorDataset(torch.randn(32, 8, generator=g), torch.randint(0, 2, (32,), generator=g))
+    model = nn.Linear(8, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    criterion = nn.CrossEntropyLoss()
+    loader = DataLoader(dataset, batch_size=16)
+
+    def train_one_step(x: torch.Tensor, y: torch.Tensor) -> None:
+        optimizer.zero_grad()
+        criterion(model(x), y).backward()
+        optimizer.step()
+
+    def train_one_epoch(
+        train_loader: Any, model: Any, optimizer: Any, criterion: Any, epoch: int, args: Any
+    ) -> None:
+        for x, y in loader:
+            train_one_step(x, y)
+
+    def accuracy(val_loader: Any = None, *rest: Any) -> float:
+        with torch.no_grad():
+            return float(sum((model(x).argmax(1) == y).float().mean() for x, y in loader) / len(loader)) * 100
+
+    return {
+        "os": os,
+        "torch": torch,
+        "DataLoader": DataLoader,
+        "model": model,
+        "optimizer": optimizer,
+        "criterion": criterion,
+        "args": types.SimpleNamespace(),
+        "train_loader": loader,
+        "train_dataloader": loader,
+        "val_loader": loader,
+        "train_dataset": dataset,
+        "eval_dataset": dataset,
+        "train_one_step": train_one_step,
+        "train_one_epoch": train_one_epoch,
+        "validate": accuracy,
+        "evaluate": accuracy,
+        "local_rank": 0,
+    }
+
+
+def trainer_arguments() -> dict[str, Any]:
+    """A Hugging Face ``Trainer``'s model, arguments and data: a tiny GPT-2 on a few random tokens."""
+    import tempfile
+
+    from transformers import GPT2Config, GPT2LMHeadModel, TrainingArguments
+
+    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=64, n_positions=16))
+    ids = torch.randint(0, 64, (8, 16), generator=torch.Generator().manual_seed(0))
+    data = [{"input_ids": row, "labels": row} for row in ids]
+    args = TrainingArguments(
+        tempfile.mkdtemp(prefix="zeus-trainer-"),
+        max_steps=4,
+        per_device_train_batch_size=4,
+        report_to=[],
+        use_cpu=True,
+        save_strategy="no",
+    )
+    return {"model": model, "args": args, "train_dataset": data}
