@@ -39,7 +39,6 @@ import argparse
 import logging
 import sys
 import time
-import types
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,9 +48,16 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from benchmarks.power_limit_replay import SELECTORS  # noqa: E402  (the same four selectors, same labels)
+from benchmarks.power_limit_common import (  # noqa: E402
+    SELECTORS,
+    bind_zeus,
+    excess,
+    optimal,
+    reset_zeus_gpus,
+    waste,
+    zeus_selector,
+)
 from zeus_core import console, data  # noqa: E402
-from zeus_core.optimizer.power_limit import LinearCostSelector, OptimumSelector, PowerLimitMeasurement  # noqa: E402
 from zeus_core.testing import MeasuredProfile, VirtualClock  # noqa: E402
 from zeus_core.testing._fake_nvml import FakeDevice, FakeGPUSpec, FakeNVML  # noqa: E402
 from zeus_core.testing._power_limit_generator import GPUS, GpuModel, NoisyRun, StepNoise, generate  # noqa: E402
@@ -122,77 +128,21 @@ class Case:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _selector(label: str) -> OptimumSelector:
-    return SELECTORS[label]()
-
-
-def _zeus_selector(label: str) -> Any:
-    from zeus.optimizer import power_limit as z
-
-    return {
-        "Time": z.Time,
-        "Energy": z.Energy,
-        "ZeusCost(0.5)": lambda: z.ZeusCost(0.5, world_size=1),
-        "MaxSlowdown(1.1)": lambda: z.MaxSlowdownConstraint(1.1),
-    }[label]()
-
-
 def _truth(w: Behavior) -> dict[float, tuple[float, float]]:
     """Noise-free (time per step s, energy per step J) at each limit of the sweep."""
     return {lim: (t, t * p) for lim, (t, p) in ((lim, w.step(lim)) for lim in w.gpu.limits())}
-
-
-def _step_costs(label: str, truth: dict[float, tuple[float, float]]) -> dict[float, float]:
-    """Selector cost of one step at each limit (a linear selector's)."""
-    sel = _selector(label)
-    assert isinstance(sel, LinearCostSelector)
-    ms = [PowerLimitMeasurement(w, 1, t, e) for w, (t, e) in truth.items()]
-    a, b = sel.cost_weights(ms)
-    return {w: a * e + b * t for w, (t, e) in truth.items()}
-
-
-def _optimal(label: str, truth: dict[float, tuple[float, float]]) -> float:
-    """The best limit by the noise-free profile itself (as it is, not smoothed), W."""
-    if label == "MaxSlowdown(1.1)":
-        allowed = 1.1 * truth[max(truth)][0]
-        return min((w for w, (t, _) in truth.items() if t <= allowed), key=lambda w: (truth[w][1], -w))
-    cost = _step_costs(label, truth)
-    return min(cost, key=lambda w: (cost[w], -w))
-
-
-def _excess(label: str, truth: dict[float, tuple[float, float]], chosen: float, optimal: float) -> float:
-    if chosen == optimal:
-        return 0.0
-    if label == "MaxSlowdown(1.1)":
-        allowed = 1.1 * truth[max(truth)][0]  # slowdown against the highest limit, as the selector
-        return max(truth[chosen][1] / truth[optimal][1] - 1, truth[chosen][0] / allowed - 1)
-    cost = _step_costs(label, truth)
-    return cost[chosen] / cost[optimal] - 1
 
 
 class Bench:
     """One fake NVML GPU on one virtual clock, shared by every run (published zeus binds ``pynvml`` once)."""
 
     def __init__(self) -> None:
-        self.clock = VirtualClock(1000.0)  # the start the fake NVML's own clock had (same figures)
+        self.clock = VirtualClock(1000.0)  # the start the fake NVML clock had (same figures)
         self.fake = FakeNVML([FakeGPUSpec.a40()], clock=self.clock, root=True)
-        # Published zeus turns persistence mode on, which the fake does not model: always on here.
-        self.fake.nvmlDeviceGetPersistenceMode = lambda handle: self.fake.NVML_FEATURE_ENABLED  # type: ignore[attr-defined]
-        sys.modules["pynvml"] = self.fake
+        bind_zeus(self.fake, clock=self.clock)  # the published monitor's clock: the virtual one
         from zeus_core.device import _base as base
 
         base.wall_clock = self.clock  # our monitor's clock: the virtual one
-        import zeus.device.cpu as zeus_cpu
-        import zeus.monitor.energy as zeus_energy
-
-        zeus_cpu.rapl_is_available = lambda: False
-        zeus_energy.time = self.clock  # the published monitor's clock: the virtual one
-        zeus_energy.sync_execution_fn = lambda *a, **k: None  # no CUDA to wait for (ours: sync None)
-        import zeus.optimizer.power_limit as zeus_plo
-
-        # Each published optimizer registers an exit hook that resets the limit of the device it was
-        # built on; this benchmark replaces that device for the next run, so the hooks are dropped.
-        zeus_plo.atexit = types.SimpleNamespace(register=lambda *a, **k: None)  # type: ignore[attr-defined]
 
     @classmethod
     def shared(cls) -> "Bench":
@@ -208,9 +158,7 @@ class Bench:
             name=gpu.name, min_limit_w=gpu.min_w, max_limit_w=gpu.max_w, default_limit_w=gpu.max_w
         )
         self.fake.devices = [FakeDevice(spec, 0, self.clock())]
-        import zeus.device.gpu as zeus_gpu
-
-        zeus_gpu._gpus = None  # rebuild published zeus's GPU list on the new device
+        reset_zeus_gpus()
         return self.fake.devices[0]
 
     def ours(self, label: str, pl_step: float) -> tuple[Any, Callable[[], float | None]]:
@@ -219,7 +167,7 @@ class Bench:
         from zeus_core.optimizer.power_limit import GlobalPowerLimitOptimizer
 
         monitor = ZeusMonitor(gpus=nvidia_gpus(environ={}), cpu_indices=[], sync_execution_with=None)
-        plo = GlobalPowerLimitOptimizer(monitor, _selector(label), pl_step=pl_step)
+        plo = GlobalPowerLimitOptimizer(monitor, SELECTORS[label](), pl_step=pl_step)
         return plo, lambda: plo.optimal_power_limit_w
 
     def zeus(self, label: str, pl_step: float) -> tuple[Any, Callable[[], float | None]]:
@@ -227,7 +175,7 @@ class Bench:
         from zeus.optimizer.power_limit import Done, GlobalPowerLimitOptimizer
 
         monitor = ZeusMonitor(gpu_indices=[0], cpu_indices=[], sync_execution_with="torch")
-        plo = GlobalPowerLimitOptimizer(monitor, _zeus_selector(label), pl_step=int(pl_step))
+        plo = GlobalPowerLimitOptimizer(monitor, zeus_selector(label), pl_step=int(pl_step))
 
         def decided() -> float | None:
             return plo.state.optimal_power_limit // 1000 if isinstance(plo.state, Done) else None
@@ -269,29 +217,11 @@ class Bench:
 _BENCH: Bench | None = None
 
 
-def _step_excess(label: str, truth: dict[float, tuple[float, float]], limit: float, optimal: float) -> float:
-    """What one step at ``limit`` costs beyond one at ``optimal``, in optimal steps (>= 0).
-
-    The selector's cost for Time, Energy and ZeusCost; for MaxSlowdown, the larger of the energy
-    and the time excess (limits below the optimum save energy but break the slowdown bound).
-    """
-    if label == "MaxSlowdown(1.1)":
-        (t, e), (t0, e0) = truth[limit], truth[optimal]
-        return max(e / e0 - 1, t / t0 - 1, 0.0)
-    cost = _step_costs(label, truth)
-    return cost[limit] / cost[optimal] - 1
-
-
 def _outcome(
-    label: str,
-    truth: dict[float, tuple[float, float]],
-    optimal: float,
-    chosen: float | None,
-    steps_at: dict[float, int],
+    label: str, truth: dict[float, tuple[float, float]], chosen: float | None, steps_at: dict[float, int]
 ) -> Outcome:
-    extra = sum(n * _step_excess(label, truth, w, optimal) for w, n in steps_at.items() if w in truth)
-    ok = chosen is not None and _excess(label, truth, chosen, optimal) <= TOLERANCE
-    return Outcome(chosen, sum(steps_at.values()), ok, extra)
+    ok = chosen is not None and excess(label, truth, chosen) <= TOLERANCE
+    return Outcome(chosen, sum(steps_at.values()), ok, waste(label, truth, steps_at))
 
 
 def run_case(
@@ -300,7 +230,7 @@ def run_case(
     """Both optimizers (ours twice) on one case."""
     gpu = workload.gpu
     truth = _truth(workload)
-    optimal = _optimal(label, truth)
+    best = optimal(label, truth)
     budget = 1 + 50 * len(gpu.limits())
     cap = 3 * budget
     results = []
@@ -315,10 +245,10 @@ def run_case(
         finally:
             if which == "ours":
                 plo.on_train_end()
-        results.append(_outcome(label, truth, optimal, chosen, steps_at))
+        results.append(_outcome(label, truth, chosen, steps_at))
     ours, again, zeus = results
     return Case(
-        name, gpu.name, label, noise, epoch, budget, optimal, ours, zeus, ours.chosen_w == again.chosen_w
+        name, gpu.name, label, noise, epoch, budget, best, ours, zeus, ours.chosen_w == again.chosen_w
     )
 
 
@@ -430,31 +360,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(report(a40))
     else:
         print(f"\n(no measured profiles at {args.a40}; pass --a40 to check them)")
+    payload = {
+        "benchmark": "power_limit_generated",
+        "profiles": args.profiles,
+        "seed": args.seed,
+        "epochs": args.epochs,
+        "generated": _groups(cases),
+        "measured_a40": _groups(a40) if a40 else None,
+        "misses": [_miss(c) for c in cases + a40 if not c.ours.ok],
+    }
     print(f"\n({time.perf_counter() - start:.0f} s)")
     if args.json:
-        from _results import write_json  # benchmarks/_results.py, beside this script
+        from benchmarks._results import write_json
 
-        def groups(found: Sequence[Case]) -> list[dict[str, Any]]:
-            """The report's rows: all cases, then per selector, noise, epoch length and GPU."""
-            rows = [{"group": "all", "value": "all", **summarize(found)}] if found else []
-            for title in ("selector", "noise", "epoch", "gpu"):
-                for value in dict.fromkeys(getattr(c, title) for c in found):
-                    chosen = [c for c in found if getattr(c, title) == value]
-                    rows.append({"group": title, "value": str(value), **summarize(chosen)})
-            return rows
-
-        meta = {
-            "profiles": args.profiles,
-            "seed": args.seed,
-            "epochs": args.epochs,
-            "selectors": len(SELECTORS),
-            "noise_levels": len(NOISES),
-            "a40_profiles": len(measured),
-        }
-        write_json(
-            args.json, __file__, argv, {**meta, "generated": groups(cases), "measured_a40": groups(a40)}
-        )
+        write_json(args.json, __file__, list(sys.argv[1:] if argv is None else argv), payload)
     return 0
+
+
+def _groups(cases: Sequence[Case]) -> dict[str, Any]:
+    """The summary overall and by selector, noise, epoch length and GPU (as the printed table)."""
+    out: dict[str, Any] = {"all": summarize(cases)}
+    for title, key in (("selector", "selector"), ("noise", "noise"), ("epoch", "epoch"), ("gpu", "gpu")):
+        for value in dict.fromkeys(getattr(c, key) for c in cases):
+            out[f"{title}={value}"] = summarize([c for c in cases if getattr(c, key) == value])
+    return out
+
+
+def _miss(c: Case) -> dict[str, Any]:
+    return {"profile": c.profile, "selector": c.selector, "noise": c.noise, "epoch": c.epoch,
+            "chosen_w": c.ours.chosen_w, "optimal_w": c.optimal_w}  # fmt: skip
 
 
 if __name__ == "__main__":

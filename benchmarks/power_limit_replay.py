@@ -1,342 +1,339 @@
-"""Replay measured power-limit profiles: early-stopping GlobalPowerLimitOptimizer vs Zeus's sweep.
+"""Measured power-limit profiles replayed in real time: our optimizer and ``zeus==0.16.0`` side by side.
 
-For every profile bundled in ``zeus_core/data/power_limit_profiles`` (A40 GPUs; one simulated GPU per
-``gpu<i>_energy`` column, all on one virtual clock) and every selector, the optimizer is driven
-through the training protocol on simulated GPUs whose step time and power follow the profile
-with seeded Gaussian noise (``--noise``, relative, per step and per GPU). Two sweeps are compared:
+Every profile in ``zeus_core/data/power_limit_profiles`` (A40; 1 or 4 GPUs) is replayed on the wall
+clock (:class:`zeus_core.testing._realtime_replay.RealTimeReplay`): fake NVML GPUs whose steps last
+the profile's time at the limit in force, scaled so the slowest limit's step lasts 20 ms (about
+5-20 ms), drawing the profile's power during a step and idle power between steps, so whatever an
+optimizer does inside a measured window is measured. Both optimizers run Zeus's documented loop
+(``on_epoch_begin``; per step ``on_step_begin`` / ``on_step_end``; ``on_epoch_end``) with Zeus's
+defaults, one after the other on the same replay, for Time, Energy, ZeusCost(0.5) and
+MaxSlowdown(1.1). No noise is injected: the wall clock's own (sleep, scheduling, the machine's
+load) is the noise.
 
-* ``zeus``: the exhaustive sweep with Zeus's defaults (every limit, 10 warm-up + 40 measured
-  steps), i.e. ``early_stopping=None``;
-* ``early``: the default early stopping (:class:`EarlyStopping`).
-
-Reported per case: the limit chosen; the limit the noise-free profile says is optimal; whether
-the choice is within 1 % of the optimum's cost (for the slowdown constraint: energy within 1 %
-and time within 1 % of the allowed slowdown); the profiling steps; and the extra energy and time
-of all steps before the decision compared with running those steps at the optimal limit. Extra
-energy and time are computed from the noise-free profile and the number of steps spent at each
-limit (so the noise of one run does not blur the comparison).
+Reported per case and in total (see ``power_limit_common.py`` for the scoring): the choice and
+whether it is within 1 % of the optimum, MaxSlowdown choices that break the bound, the profiling
+steps and waste (ours / Zeus's), and each optimizer's own time per step (``on_step_begin`` +
+``on_step_end``, wall clock). ``--repeats`` runs the grid several times (misses that come and go).
+Results go to ``benchmarks/results/power_limit_replay.json``; ``--trace`` also writes the samples of
+every visit of our runs that miss.
 
 Usage::
 
-    python benchmarks/power_limit_replay.py            # seed 0 table + 10-seed robustness summary
-    python benchmarks/power_limit_replay.py --quick    # seed 0 table only
+    nice -n 10 python benchmarks/power_limit_replay.py               # 24 cases, about 5 minutes
+    nice -n 10 python benchmarks/power_limit_replay.py --repeats 3
+    python benchmarks/power_limit_replay.py --profiles A40_resnet50_1gpu --selectors Energy
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import statistics
 import sys
 import time
-from dataclasses import dataclass
+import warnings
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from zeus_core.data import path as data_path
-from zeus_core.monitor._energy import ZeusMonitor
-from zeus_core.optimizer.power_limit import (
-    Done,
-    EarlyStopping,
-    Energy,
-    GlobalPowerLimitOptimizer,
-    LinearCostSelector,
-    MaxSlowdownConstraint,
-    OptimumSelector,
-    PowerLimitMeasurement,
-    Time,
-    ZeusCost,
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.power_limit_common import (  # noqa: E402
+    SELECTORS,
+    bind_zeus,
+    bound_broken,
+    excess,
+    optimal,
+    reset_zeus_gpus,
+    waste,
+    zeus_selector,
 )
-from zeus_core.testing import MeasuredProfile, SimulatedGPU, VirtualClock, simulate_steps
+from zeus_core import console, data  # noqa: E402
+from zeus_core.testing._fake_nvml import FakeNVML  # noqa: E402
+from zeus_core.testing._realtime_replay import RealTimeReplay  # noqa: E402
 
-__all__ = ["Case", "Run", "SELECTORS", "profile_files", "run_case", "run_all", "summarize", "main"]
+__all__ = ["Run", "Case", "run_case", "run_grid", "summarize", "main"]
 
-DATA = data_path("power_limit_profiles")
-TOLERANCE = 0.01
-SELECTORS: dict[str, Callable[[], OptimumSelector]] = {
-    "Time": Time,
-    "Energy": Energy,
-    "ZeusCost(0.5)": lambda: ZeusCost(0.5),
-    "MaxSlowdown(1.1)": lambda: MaxSlowdownConstraint(1.1),
-}
-_MAX_STEPS = 5000
-MIN_SAMPLE_S = 0.25
+DATA = data.path("power_limit_profiles")
+EPOCH = 1000
+"""Steps per epoch of Zeus's loop (long enough for Zeus to decide within one epoch)."""
 
 
-@dataclass(frozen=True)
+@dataclass
 class Run:
-    """One optimizer run on one case.
+    """One optimizer's run on one replay.
 
     Attributes:
-        chosen_w: The limit the optimizer chose, W.
-        ok: Whether the choice is the optimum or within 1 % of its cost.
-        excess: How much worse the choice is than the optimum, as a fraction (0 for the optimum;
-            for the slowdown constraint the larger of its energy excess and its time beyond the
-            allowed slowdown).
-        steps: Steps run before the decision (wait + warm-up + measured), all limits.
-        limits: Number of limits profiled.
-        extra_energy_j: Energy of those steps minus the same steps at the optimal limit, J.
-        extra_time_s: Likewise for time, s.
+        chosen_w: The decision, W (``None``: none before the cut).
+        ok: Within 1 % of the optimum.
+        excess: How much worse than the optimum, as a fraction.
+        broken: A MaxSlowdown choice truly slower than the bound.
+        steps: Steps before the decision.
+        waste: Extra selector cost of those steps, in optimal steps.
+        overhead_ms: The optimizer's own time in each of those steps, ms.
+        trace: Our runs' visits, ``(limit W, first step, [(time s, energy J, steps) per sample])``.
     """
 
-    chosen_w: float
+    chosen_w: float | None
     ok: bool
+    excess: float
+    broken: bool
     steps: int
-    limits: int
-    extra_energy_j: float
-    extra_time_s: float
-    excess: float = 0.0
+    waste: float
+    overhead_ms: list[float] = field(repr=False)
+    fidelity: float = 0.0
+    trace: list[tuple[Any, ...]] = field(default_factory=list, repr=False)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Case:
-    """One profile × selector, with both sweeps.
-
-    Attributes:
-        profile: Profile file name.
-        selector: Selector label.
-        optimal_w: Optimum according to the noise-free profile, W.
-        zeus: The exhaustive sweep.
-        early: The early-stopping sweep.
-    """
+    """One profile × selector (× repeat), both optimizers."""
 
     profile: str
     selector: str
+    repeat: int
     optimal_w: float
+    ours: Run
     zeus: Run
-    early: Run
-
-
-def profile_files(data: Path = DATA) -> list[Path]:
-    """The measured profiles, sorted by name."""
-    return sorted(data.glob("*.csv"))
-
-
-def _gpu_columns(path: Path) -> int:
-    header = path.read_text().splitlines()[0].split(",")
-    return sum(1 for h in header if h.startswith("gpu") and h.endswith("_energy"))
-
-
-def _behaviors(path: Path) -> list[MeasuredProfile]:
-    return [MeasuredProfile.from_zeus_csv(path, gpu=i) for i in range(_gpu_columns(path))]
-
-
-def _truth(behaviors: Sequence[MeasuredProfile], limit: float) -> tuple[float, float]:
-    """Noise-free job time per step (s) and GPU energy per step (J) at ``limit``."""
-    points = [b.step(limit, None) for b in behaviors]
-    step_time = max(t for t, _ in points)
-    return step_time, sum(p for _, p in points) * step_time
-
-
-def _excess(
-    selector: OptimumSelector, truth: dict[float, tuple[float, float]], chosen: float, optimal: float
-) -> float:
-    """Relative excess of ``chosen`` over ``optimal`` by the noise-free profile (see :class:`Run`)."""
-    if chosen == optimal:
-        return 0.0
-    if isinstance(selector, MaxSlowdownConstraint):
-        allowed = selector.factor * truth[max(truth)][0]  # against the highest limit, as the selector
-        return max(truth[chosen][1] / truth[optimal][1] - 1, truth[chosen][0] / allowed - 1)
-    assert isinstance(selector, LinearCostSelector)
-    ms = [PowerLimitMeasurement(w, 1, t, e, num_gpus=1) for w, (t, e) in truth.items()]
-    a, b = selector.cost_weights(ms)
-    cost = {w: a * e + b * t for w, (t, e) in truth.items()}
-    return cost[chosen] / cost[optimal] - 1
 
 
 def _drive(
-    path: Path,
-    selector: OptimumSelector,
-    early: EarlyStopping | None,
-    noise: float,
-    seed: int,
-    min_sample_s: float = MIN_SAMPLE_S,
-) -> tuple[float, dict[float, int]]:
-    clock = VirtualClock()
-    gpus = [
-        SimulatedGPU(b, index=i, clock=clock, noise=noise, seed=seed * 1000 + i)
-        for i, b in enumerate(_behaviors(path))
-    ]
-    monitor = ZeusMonitor(gpus=gpus, cpu_indices=[])
-    plo = GlobalPowerLimitOptimizer(monitor, selector, early_stopping=early, min_sample_s=min_sample_s)
+    plo: Any, decided: Callable[[], float | None], replay: RealTimeReplay, epoch: int, cap: int
+) -> tuple[float | None, dict[float, int], list[float]]:
+    """Zeus's documented loop until a decision or ``cap`` steps."""
     steps_at: dict[float, int] = {}
-    plo.on_train_begin()
+    overhead: list[float] = []
+    clock = time.perf_counter
     plo.on_epoch_begin()
-    try:
-        for _ in range(_MAX_STEPS):
-            plo.on_step_begin()
-            if isinstance(plo.state, Done):
-                break
-            limit = gpus[0].get_power_limit()
-            steps_at[limit] = steps_at.get(limit, 0) + 1
-            simulate_steps(gpus, 1)
-            plo.on_step_end()
-        else:
-            raise RuntimeError(f"{path.name}: no decision after {_MAX_STEPS} steps")
-        chosen = plo.optimal_power_limit_w
-        assert chosen is not None
-        plo.on_epoch_end()
-    finally:
-        plo.on_train_end()
-    return chosen, steps_at
+    for i in range(cap):
+        if i and i % epoch == 0:
+            plo.on_epoch_end()
+            replay.between_epochs()
+            plo.on_epoch_begin()
+        t0 = clock()
+        plo.on_step_begin()
+        t1 = clock()
+        if decided() is not None:
+            overhead.append((t1 - t0) * 1e3)
+            break
+        limit = replay.limit_w
+        steps_at[limit] = steps_at.get(limit, 0) + 1
+        replay.step()
+        t2 = clock()
+        plo.on_step_end()
+        overhead.append((t1 - t0 + clock() - t2) * 1e3)
+    return decided(), steps_at, overhead
+
+
+def _score(
+    label: str,
+    replay: RealTimeReplay,
+    chosen: float | None,
+    steps_at: dict[float, int],
+    overhead: list[float],
+    gpus: int,
+) -> Run:
+    truth = replay.truth()
+    off = excess(label, truth, chosen, gpus) if chosen is not None else float("inf")
+    return Run(
+        chosen,
+        off <= 0.01,
+        off,
+        bound_broken(label, truth, chosen),
+        sum(steps_at.values()),
+        waste(label, truth, steps_at, gpus),
+        overhead,
+        replay.fidelity(),
+    )
 
 
 def run_case(
-    path: Path, label: str, noise: float = 0.03, seed: int = 0, min_sample_s: float = MIN_SAMPLE_S
+    fake: FakeNVML, path: Path, label: str, repeat: int = 0, epoch: int = EPOCH, trace: bool = False
 ) -> Case:
-    """Run both sweeps for one profile and one selector (see :data:`SELECTORS`)."""
-    behaviors = _behaviors(path)
-    selector = SELECTORS[label]()
-    limits = GlobalPowerLimitOptimizer(
-        ZeusMonitor(gpus=[SimulatedGPU(behaviors[0], clock=VirtualClock())], cpu_indices=[])
-    ).power_limits
-    truth = {w: _truth(behaviors, w) for w in limits}
-    exact = [PowerLimitMeasurement(w, 40, t, e, num_gpus=len(behaviors)) for w, (t, e) in truth.items()]
-    optimal = selector.select(exact)
-    runs = []
-    for early in (None, EarlyStopping()):
-        chosen, steps_at = _drive(path, selector, early, noise, seed, min_sample_s)
-        opt_t, opt_e = truth[optimal]
-        extra_e = sum(n * (_truth(behaviors, w)[1] - opt_e) for w, n in steps_at.items())
-        extra_t = sum(n * (_truth(behaviors, w)[0] - opt_t) for w, n in steps_at.items())
-        profiled = len([w for w in steps_at if w in truth]) if early is None else len(steps_at)
-        excess = _excess(selector, truth, chosen, optimal)
-        runs.append(
-            Run(chosen, excess <= TOLERANCE, sum(steps_at.values()), profiled, extra_e, extra_t, excess)
-        )
-    return Case(path.name.removesuffix(".csv"), label, optimal, runs[0], runs[1])
+    """Zeus's sweep, then ours, on one replay of ``path``."""
+    from zeus.monitor import ZeusMonitor as ZeusZeusMonitor
+    from zeus.optimizer.power_limit import Done as ZeusDone
+    from zeus.optimizer.power_limit import GlobalPowerLimitOptimizer as ZeusPLO
+
+    from zeus_core.monitor._energy import ZeusMonitor
+    from zeus_core.optimizer.power_limit import GlobalPowerLimitOptimizer
+
+    replay = RealTimeReplay(path, fake=fake)
+    gpus = len(fake.devices)
+    indices = list(range(gpus))
+    cap = 3 * (1 + 50 * len(replay.limits))
+    truth = replay.truth()
+
+    reset_zeus_gpus()
+    zeus_plo = ZeusPLO(ZeusZeusMonitor(gpu_indices=indices, cpu_indices=[]), zeus_selector(label, gpus))
+
+    def zeus_decided() -> float | None:
+        state = zeus_plo.state
+        return state.optimal_power_limit // 1000 if isinstance(state, ZeusDone) else None
+
+    chosen, steps_at, overhead = _drive(zeus_plo, zeus_decided, replay, epoch, cap)
+    zeus_run = _score(label, replay, chosen, steps_at, overhead, gpus)
+
+    replay = RealTimeReplay(path, fake=fake)  # a fresh replay: GPUs back at the top limit
+    monitor = ZeusMonitor(gpu_indices=indices, cpu_indices=[])
+    plo = GlobalPowerLimitOptimizer(monitor, SELECTORS[label]())
+    try:
+        chosen, steps_at, overhead = _drive(plo, lambda: plo.optimal_power_limit_w, replay, epoch, cap)
+    finally:
+        plo.on_train_end()
+    ours = _score(label, replay, chosen, steps_at, overhead, gpus)
+    if trace:  # every visit's samples: limit, first step, (time s, energy J, steps) per sample
+        ours.trace = [
+            (v.power_limit, v.first_step, list(zip(v.times_s, v.energies_j, v.steps))) for v in plo.visits
+        ]
+    monitor.close()
+    return Case(replay.name, label, repeat, optimal(label, truth, gpus), ours, zeus_run)
 
 
-def run_all(
-    noise: float = 0.03, seed: int = 0, data: Path = DATA, min_sample_s: float = MIN_SAMPLE_S
+def run_grid(
+    paths: Sequence[Path], labels: Sequence[str], repeats: int = 1, epoch: int = EPOCH, trace: bool = False
 ) -> list[Case]:
-    """Every profile × every selector."""
-    return [run_case(p, label, noise, seed, min_sample_s) for p in profile_files(data) for label in SELECTORS]
+    """Every profile × selector × repeat."""
+    fake = FakeNVML([], root=True)
+    bind_zeus(fake)
+    cases = []
+    for repeat in range(repeats):
+        for path in paths:
+            for label in labels:
+                case = run_case(fake, path, label, repeat, epoch, trace)
+                cases.append(case)
+                print(_line(case), flush=True)
+    return cases
 
 
-def summarize(cases: Sequence[Case]) -> dict[str, float]:
-    """Totals: extra energy/time of both sweeps, their ratio, and how many choices were within 1 %."""
-    zeus_e = sum(c.zeus.extra_energy_j for c in cases)
-    early_e = sum(c.early.extra_energy_j for c in cases)
-    return {
-        "zeus_extra_energy_j": zeus_e,
-        "early_extra_energy_j": early_e,
-        "energy_ratio": early_e / zeus_e if zeus_e else float("nan"),
-        "zeus_extra_time_s": sum(c.zeus.extra_time_s for c in cases),
-        "early_extra_time_s": sum(c.early.extra_time_s for c in cases),
-        "zeus_steps": sum(c.zeus.steps for c in cases),
-        "early_steps": sum(c.early.steps for c in cases),
-        "zeus_ok": sum(c.zeus.ok for c in cases),
-        "early_ok": sum(c.early.ok for c in cases),
-        "zeus_worst_excess": max(c.zeus.excess for c in cases),
-        "early_worst_excess": max(c.early.excess for c in cases),
-        "cases": len(cases),
-    }
+def _percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-def _table(cases: Sequence[Case]) -> str:
-    cols = f"{'steps':>5} {'extra J':>8} {'extra s':>7}"
-    head = (
-        f"{'profile':<27} {'selector':<17} {'opt W':>5} | {'Zeus sweep: W':>13} {cols} | "
-        f"{'early stop: W':>13} {cols}"
+def summarize(cases: Sequence[Case]) -> dict[str, Any]:
+    """The headline figures, ours and Zeus's."""
+    out: dict[str, Any] = {"cases": len(cases)}
+    for who in ("ours", "zeus"):
+        runs = [getattr(c, who) for c in cases]
+        over = [x for r in runs for x in r.overhead_ms]
+        out[who] = {
+            "within_1pct": sum(r.ok for r in runs),
+            "bound_broken": sum(r.broken for r in runs),
+            "decided": sum(r.chosen_w is not None for r in runs),
+            "steps": sum(r.steps for r in runs),
+            "waste": sum(r.waste for r in runs),
+            "worst_excess": max(r.excess for r in runs),
+            "replay_fidelity": max(r.fidelity for r in runs),
+            "overhead_ms": {
+                "median": statistics.median(over) if over else float("nan"),
+                "p90": _percentile(over, 0.9),
+                "p99": _percentile(over, 0.99),
+                "max": max(over, default=float("nan")),
+                "steps": len(over),
+                "above_5ms": sum(x > 5 for x in over),
+            },
+        }
+    out["waste_ratio"] = out["ours"]["waste"] / out["zeus"]["waste"] if out["zeus"]["waste"] else float("nan")
+    return out
+
+
+def _line(c: Case) -> str:
+    def cell(r: Run) -> str:
+        mark = "" if r.ok else " ✗"
+        mark += " (bound broken)" if r.broken else ""
+        return f"{r.chosen_w!s:>6}{mark:<3} {r.steps:>5} {r.waste:>7.1f}"
+
+    return (
+        f"{c.profile:<27} {c.selector:<17} {c.repeat:>2} {c.optimal_w:>5g} | {cell(c.ours)} | {cell(c.zeus)}"
     )
-    lines = [head, "-" * len(head)]
-    for c in cases:
 
-        def cell(r: Run) -> str:
-            mark = "" if r.ok else " ✗"
-            return f"{r.chosen_w:>11g}{mark:<2} {r.steps:>5} {r.extra_energy_j:>8.0f} {r.extra_time_s:>7.1f}"
 
-        lines.append(f"{c.profile:<27} {c.selector:<17} {c.optimal_w:>5g} | {cell(c.zeus)} | {cell(c.early)}")
+def report(cases: Sequence[Case]) -> str:
+    """The summary table, ours beside Zeus's."""
     s = summarize(cases)
-    lines.append("-" * len(head))
-    lines.append(
-        f"{'total':<51} | {'':>13} {s['zeus_steps']:>5} {s['zeus_extra_energy_j']:>8.0f} "
-        f"{s['zeus_extra_time_s']:>7.1f} | {'':>13} {s['early_steps']:>5} "
-        f"{s['early_extra_energy_j']:>8.0f} {s['early_extra_time_s']:>7.1f}"
-    )
+    o, z = s["ours"], s["zeus"]
+    rows = [
+        ("within 1 % of the optimum", f"{o['within_1pct']}/{s['cases']}", f"{z['within_1pct']}/{s['cases']}"),
+        ("MaxSlowdown bound broken", str(o["bound_broken"]), str(z["bound_broken"])),
+        ("worst excess", f"{o['worst_excess']:.2%}", f"{z['worst_excess']:.2%}"),
+        ("profiling steps", str(o["steps"]), str(z["steps"])),
+        ("waste (optimal steps)", f"{o['waste']:.0f}", f"{z['waste']:.0f}"),
+        ("waste, ours / Zeus", f"{s['waste_ratio']:.1%}", "100%"),
+        ("replay: worst step-time gap", f"{o['replay_fidelity']:.2%}", f"{z['replay_fidelity']:.2%}"),
+    ]
+    for key in ("median", "p90", "p99", "max"):
+        rows.append(
+            (f"own time per step, {key} (ms)", f"{o['overhead_ms'][key]:.3f}", f"{z['overhead_ms'][key]:.3f}")
+        )
+    rows.append(("steps above 5 ms", str(o["overhead_ms"]["above_5ms"]), str(z["overhead_ms"]["above_5ms"])))
+    width = max(len(r[0]) for r in rows)
+    lines = [f"{'':<{width}} | {'ours':>10} | {'zeus 0.16':>10}", "-" * (width + 27)]
+    lines += [f"{a:<{width}} | {b:>10} | {c:>10}" for a, b, c in rows]
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Print the comparison table (and a robustness summary over seeds unless ``--quick``)."""
+    """Run the grid, print the table, write the results file."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="one seed only (the table)")
-    parser.add_argument("--noise", type=float, default=0.03, help="relative per-step noise (default 0.03)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the table's run (default 0)")
-    parser.add_argument("--seeds", type=int, default=10, help="seeds in the robustness summary (default 10)")
     parser.add_argument("--data", type=Path, default=DATA, help="folder of Zeus profile CSVs")
-    parser.add_argument(
-        "--min-sample-s",
-        type=float,
-        default=MIN_SAMPLE_S,
-        help=f"shortest energy-counter sample, s (default {MIN_SAMPLE_S}; 0: one per step)",
-    )
+    parser.add_argument("--profiles", nargs="*", help="profile names (default: all)")
+    parser.add_argument("--selectors", nargs="*", choices=list(SELECTORS), help="selectors (default: all)")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of the grid (default 1)")
+    parser.add_argument("--epoch", type=int, default=EPOCH, help=f"steps per epoch (default {EPOCH})")
+    parser.add_argument("--trace", action="store_true", help="keep the samples of our runs that miss")
     parser.add_argument(
         "--json", type=Path, default=None, metavar="PATH", help="also write the results as JSON"
     )
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING)
-    if not profile_files(args.data):
+    logging.disable(logging.WARNING)
+    warnings.simplefilter("ignore")
+    console.set_enabled(False)
+    paths = sorted(args.data.glob("*.csv"))
+    if args.profiles:
+        paths = [p for p in paths if p.stem in args.profiles]
+    if not paths:
         print(f"No profiles in {args.data}; pass --data.", file=sys.stderr)
         return 1
+    labels = args.selectors or list(SELECTORS)
     start = time.perf_counter()
-    cases = run_all(args.noise, args.seed, args.data, args.min_sample_s)
-    s = summarize(cases)
-    table_summary, robustness = s, []
     print(
-        f"Power-limit replay: simulated A40 GPUs, noise {args.noise:.0%} per step, seed {args.seed} "
-        "(✗ = not within 1 % of the optimum's cost)\n"
+        f"{'profile':<27} {'selector':<17} {'#':>2} {'opt W':>5} | "
+        f"{'ours: W':>9} {'steps':>5} {'waste':>7} | "
+        f"{'Zeus: W':>9} {'steps':>5} {'waste':>7}"
     )
-    print(_table(cases))
-    print(
-        f"\nExtra profiling energy, early stop / Zeus sweep: {s['energy_ratio']:.1%} "
-        f"({s['early_extra_energy_j']:.0f} J / {s['zeus_extra_energy_j']:.0f} J); extra time "
-        f"{s['early_extra_time_s']:.0f} s / {s['zeus_extra_time_s']:.0f} s; profiling steps "
-        f"{s['early_steps']} / {s['zeus_steps']}."
-    )
-    print(
-        f"Within 1 % of the optimum: early stop {s['early_ok']}/{s['cases']} (worst "
-        f"{s['early_worst_excess']:.2%} off), Zeus sweep {s['zeus_ok']}/{s['cases']} (worst "
-        f"{s['zeus_worst_excess']:.2%} off)."
-    )
-    if not args.quick:
-        print(f"\nRobustness over seeds 0–{args.seeds - 1}:")
-        print(f"{'seed':>4} {'energy ratio':>12} {'early ok':>8} {'worst':>6} {'zeus ok':>7} {'worst':>6}")
-        for seed in range(args.seeds):
-            s = summarize(
-                cases if seed == args.seed else run_all(args.noise, seed, args.data, args.min_sample_s)
-            )
-            robustness.append({"seed": seed, **s})
-            print(
-                f"{seed:>4} {s['energy_ratio']:>12.1%} {s['early_ok']:>5}/{s['cases']} "
-                f"{s['early_worst_excess']:>6.2%} {s['zeus_ok']:>4}/{s['cases']} "
-                f"{s['zeus_worst_excess']:>6.2%}"
-            )
-    print(f"\n({time.perf_counter() - start:.1f} s)")
-    if args.json:
-        from _results import write_json  # benchmarks/_results.py, beside this script
-
-        def run_json(r: Run) -> dict[str, Any]:
-            keys = ("chosen_w", "steps", "extra_energy_j", "extra_time_s", "ok")
-            return {k: getattr(r, k) for k in keys}
-
-        rows = [
+    cases = run_grid(paths, labels, args.repeats, args.epoch, args.trace)
+    print()
+    print(report(cases))
+    payload = {
+        "benchmark": "power_limit_replay",
+        "epoch_steps": args.epoch,
+        "repeats": args.repeats,
+        "summary": summarize(cases),
+        "cases": [
             {
                 "profile": c.profile,
                 "selector": c.selector,
+                "repeat": c.repeat,
                 "optimal_w": c.optimal_w,
-                "zeus": run_json(c.zeus),
-                "early": run_json(c.early),
+                **{
+                    who: {
+                        k: v for k, v in asdict(getattr(c, who)).items() if k not in ("overhead_ms", "trace")
+                    }
+                    for who in ("ours", "zeus")
+                },
+                **({"trace": c.ours.trace} if args.trace and not c.ours.ok else {}),
             }
             for c in cases
-        ]
-        meta = {"noise": args.noise, "seed": args.seed, "simulated": True}
-        write_json(
-            args.json,
-            __file__,
-            argv,
-            {**meta, "summary": table_summary, "rows": rows, "robustness": robustness},
-        )
+        ],
+    }
+    print(f"\n({time.perf_counter() - start:.0f} s)")
+    if args.json:
+        from benchmarks._results import write_json
+
+        write_json(args.json, __file__, list(sys.argv[1:] if argv is None else argv), payload)
     return 0
 
 

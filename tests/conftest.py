@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# The per-GPU settings record (zeus_core/_settings_record.py) of this test session: fake GPUs have
+# the same UUIDs in every process, so sessions running side by side must not see each other's.
+os.environ.setdefault("ZEUS_SUITE_RUN_DIR", tempfile.mkdtemp(prefix="zeus-suite-run-"))
 
 
 @pytest.fixture(autouse=True)

@@ -61,11 +61,11 @@ from zeus_core.optimizer.pipeline_frequency import PerseusRuntime as PerseusRunt
 from zeus_core.optimizer.pipeline_frequency import plan_frontier as plan_frontier
 
 # power-limit optimizer
-from zeus_core.optimizer.power_limit import EarlyStopping as EarlyStopping
 from zeus_core.optimizer.power_limit import Energy as Energy
 from zeus_core.optimizer.power_limit import GlobalPowerLimitOptimizer as GlobalPowerLimitOptimizer
 from zeus_core.optimizer.power_limit import MaxSlowdownConstraint as MaxSlowdownConstraint
 from zeus_core.optimizer.power_limit import OptimumSelector as OptimumSelector
+from zeus_core.optimizer.power_limit import PowerLimitOptions as PowerLimitOptions
 from zeus_core.optimizer.power_limit import Time as Time
 from zeus_core.optimizer.power_limit import ZeusCost as ZeusCost
 

@@ -1,8 +1,11 @@
-"""Process-wide exit hooks for :mod:`zeus_core.settings`: ``atexit``, SIGINT/SIGTERM, deferral.
+"""Process-wide exit hooks for :mod:`zeus_core.settings`: ``atexit``, signals, deferral, forks.
 
 One set of hooks restores every armed restorer (a :class:`~zeus_core.settings.SettingsGuard`) at
-exit and on SIGINT/SIGTERM, then passes the signal on; signals arriving during a restore wait
-until it is done. docs/gpu-settings.md describes the rules.
+exit and on every signal that would end the process (SIGINT, SIGTERM, and SIGHUP, SIGQUIT, SIGUSR1,
+... where no handler of the program's is installed), newest first, then passes the signal on;
+signals arriving during a restore wait until it is done. A forked child starts with nothing armed
+and the signal handlers that were there before ours: the settings belong to the parent.
+docs/gpu-settings.md describes the rules.
 """
 
 from __future__ import annotations
@@ -26,12 +29,43 @@ __all__ = [
     "redeliver_signals",
     "in_critical_section",
     "SIGNALS",
+    "ALWAYS_HANDLED",
+    "handled_signals",
 ]
 
 logger = logging.getLogger(__name__)
 
-SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)
-"""The signals whose default action would end the process before a restore."""
+
+def _terminating_signals() -> tuple[int, ...]:
+    names = (
+        "SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGPIPE",
+        "SIGVTALRM", "SIGPROF", "SIGXCPU", "SIGXFSZ", "SIGIO", "SIGPWR", "SIGSTKFLT",
+    )  # fmt: skip
+    found = [int(getattr(signal, n)) for n in names if hasattr(signal, n)]
+    if hasattr(signal, "SIGRTMIN") and hasattr(signal, "SIGRTMAX"):
+        found += range(int(signal.SIGRTMIN), int(signal.SIGRTMAX) + 1)
+    return tuple(dict.fromkeys(found))
+
+
+SIGNALS: tuple[int, ...] = _terminating_signals()
+"""Every signal whose default action ends the process and that Python code can handle.
+
+Left out: the synchronous faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS), whose
+Python handler could only run after the fault (faulthandler reports those), and SIGKILL/SIGSTOP,
+which no process can handle.
+"""
+
+ALWAYS_HANDLED: tuple[int, ...] = (signal.SIGTERM, signal.SIGINT)
+"""Handled whatever handler was there: the restore runs first, then that handler (Ctrl-C still
+raises ``KeyboardInterrupt``, a program's SIGTERM handler still runs). Every other signal of
+:data:`SIGNALS` is handled only while its handler is the default action: a program's own handler
+(e.g. for Slurm's ``--signal=USR1@...``) is left alone, and an ignored signal stays ignored."""
+
+
+def handled_signals() -> list[int]:
+    """The signals the hooks handle right now (empty while nothing is armed)."""
+    with _state.lock:
+        return sorted(_state.previous) if _state.installed else []
 
 
 class Restorer(Protocol):
@@ -60,6 +94,31 @@ class _State:
 _state = _State()
 
 
+def _after_fork_in_child() -> None:
+    """In a forked child: nothing is armed, and the handlers found before ours come back.
+
+    The child's copies of the guards belong to the parent's settings (``multiprocessing`` workers,
+    DataLoader workers, ``os.fork``): restoring them from the child would undo the parent's limit
+    while the parent trains on. The locks are new, as another thread may have held them at the fork.
+    """
+    global _state
+    old = _state
+    _state = _State()
+    _state.atexit_registered = old.atexit_registered  # the hook is inherited; it finds nothing armed
+    if not old.installed:
+        return
+    try:
+        for signum, handler in old.previous.items():
+            if signal.getsignal(signum) is _on_signal:
+                signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+    except (ValueError, OSError):  # pragma: no cover - a child forked from a thread without signals
+        logger.debug("Could not put back the signal handlers in a forked child.")
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def in_critical_section() -> bool:
     """Whether a restore is running somewhere in this process (signals are deferred meanwhile)."""
     return _state.depth > 0
@@ -67,7 +126,7 @@ def in_critical_section() -> bool:
 
 @contextmanager
 def critical(merged: int | None = None, redeliver: bool = True) -> Iterator[list[int]]:
-    """A block during which SIGINT/SIGTERM are deferred; re-delivered when the last such block ends.
+    """A block during which handled signals are deferred; re-delivered when the last such block ends.
 
     Args:
         merged: A signal being handled by the caller; further signals of this kind merge into it.
@@ -103,7 +162,7 @@ def redeliver_signals(signums: list[int]) -> None:
 
 
 def register(restorer: Restorer) -> None:
-    """Arm ``restorer``: restored at exit and, where handlers can be installed, on SIGINT/SIGTERM."""
+    """Arm ``restorer``: restored at exit and, where handlers can be installed, on signals."""
     with _state.lock:
         if restorer not in _state.armed:
             _state.armed.append(restorer)
@@ -135,7 +194,8 @@ def _install(restorer: Restorer) -> None:
     previous: dict[int, Any] = {}
     try:
         for sig in SIGNALS:
-            previous[sig] = signal.signal(sig, _on_signal)
+            if sig in ALWAYS_HANDLED or signal.getsignal(sig) is signal.SIG_DFL:
+                previous[sig] = signal.signal(sig, _on_signal)
     except (ValueError, OSError) as e:  # e.g. an embedded interpreter
         for signum, handler in previous.items():
             signal.signal(signum, handler)
@@ -158,8 +218,9 @@ def _uninstall() -> None:
 
 
 def _restore_all() -> None:
+    """Restore every armed restorer, the newest first (nested guards unwind as ``with`` blocks do)."""
     with _state.lock:
-        restorers = list(_state.armed)
+        restorers = list(reversed(_state.armed))
     for r in restorers:
         try:
             r.restore()

@@ -2,7 +2,9 @@
 
 Everything that changes a GPU setting (the power-limit optimizer, Perseus's clock controller)
 holds a :class:`SettingsGuard`, which restores what was there (not the defaults) when its owner
-ends, at exit and on SIGINT/SIGTERM; docs/gpu-settings.md explains the guarantees.
+ends, at exit and on every signal that would end the process; a forked child never restores its
+parent's settings, and a per-GPU record tells other processes whose settings they would change
+(docs/gpu-settings.md explains the guarantees).
 
 Example:
     >>> from zeus_core.testing import PhysicalModel, SimulatedGPU
@@ -21,11 +23,14 @@ from __future__ import annotations
 
 import enum
 import logging
+import os
 import threading
+import weakref
 from dataclasses import dataclass
-from typing import Callable, Collection, Sequence
+from typing import Any, Callable, Collection, Sequence
 
-from zeus_core import _restore_hooks, console
+from zeus_core import _restore_hooks, _settings_record, console
+from zeus_core._settings_record import GPUBusyError
 from zeus_core.device._base import GPU
 from zeus_core.exceptions import ZeusNotSupportedError
 
@@ -36,6 +41,7 @@ __all__ = [
     "SettingsAccess",
     "DirectAccess",
     "SettingsGuard",
+    "GPUBusyError",
     "get_access",
     "set_access",
 ]
@@ -193,6 +199,21 @@ def set_access(access: SettingsAccess) -> SettingsAccess:
     return previous
 
 
+_guards: weakref.WeakSet[SettingsGuard] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child's copies of the guards are not armed: the settings are the parent's to restore."""
+    for guard in list(_guards):
+        guard._lock = threading.RLock()
+        guard._armed = False
+        guard._claimed = {}
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class SettingsGuard:
     """Records some settings of some GPUs, and restores exactly them on every exit path.
 
@@ -204,12 +225,22 @@ class SettingsGuard:
             inside the uninterruptible section: the owner stops changing settings there (e.g.
             stops its clock worker, marks itself inactive).
         access: The seam to read and write through (default: :func:`get_access`).
+        share: Change settings of a GPU that another live process holds, instead of refusing
+            (default: ``ZEUS_SUITE_SHARE_GPUS=1`` in the environment); the last process to end
+            then restores the original.
 
     A guard is *armed* from :meth:`record` until its restore. While armed it restores at
-    interpreter exit and on SIGINT/SIGTERM (from the main thread's handlers; a guard recorded in
-    another thread while no guard is armed in the main thread is restored at exit and on
-    exceptions only, and says so). :meth:`restore` is idempotent and may be called from any thread.
-    A guard can be recorded again after a restore (e.g. a second ``fit``).
+    interpreter exit and on every signal that would end the process (from the main thread's
+    handlers; a guard recorded in another thread while no guard is armed in the main thread is
+    restored at exit and on exceptions only, and says so). Guards restore newest first.
+    :meth:`restore` is idempotent and may be called from any thread. A guard can be recorded again
+    after a restore (e.g. a second ``fit``). Only the process that recorded restores: in a forked
+    child the guard is not armed.
+
+    For a real GPU, :meth:`record` also claims the settings in the per-GPU record
+    (docs/gpu-settings.md, "One GPU, several processes"): it logs the original, finds the true
+    original when a process that held the GPU was killed, and raises :class:`GPUBusyError` when
+    another live process holds the setting and ``share`` is off.
 
     Example:
         >>> from zeus_core.settings import Setting, SettingsGuard
@@ -229,6 +260,7 @@ class SettingsGuard:
         what: str | None = None,
         before_restore: Callable[[], None] | None = None,
         access: SettingsAccess | None = None,
+        share: bool | None = None,
     ) -> None:
         self.gpus = list(gpus)
         self.settings = frozenset(Setting(s) for s in settings)
@@ -238,12 +270,16 @@ class SettingsGuard:
         self._lock = threading.RLock()
         self._recorded: dict[int, GPUSettings] = {}
         self._armed = False
+        self._pid = os.getpid()
+        self._share = share
+        self._claimed: dict[int, list[str]] = {}  # GPU index -> settings claimed in the per-GPU record
+        _guards.add(self)
 
     # -- public ---------------------------------------------------------------------------------
     @property
     def armed(self) -> bool:
-        """Whether settings are recorded and not yet restored."""
-        return self._armed
+        """Whether settings are recorded (by this process) and not yet restored."""
+        return self._armed and self._pid == os.getpid()
 
     @property
     def recorded(self) -> dict[int, GPUSettings]:
@@ -254,12 +290,19 @@ class SettingsGuard:
         """Read the current settings of every GPU and arm the exit hooks (no-op while armed).
 
         Raises:
+            GPUBusyError: Another live process holds one of these settings and sharing is off.
             ZeusError: A setting could not be read (nothing is armed then).
         """
-        with self._lock:
-            if self._armed:
+        with _restore_hooks.critical(), self._lock:  # a signal waits until the guard is armed
+            if self.armed:
                 return
-            self._recorded = {gpu.index: self._read(gpu) for gpu in self.gpus}
+            self._pid = os.getpid()
+            self._claimed = {}
+            try:
+                self._recorded = {gpu.index: self._claim(gpu) for gpu in self.gpus}
+            except BaseException:
+                self._release_claims()
+                raise
             self._armed = True
             _restore_hooks.register(self)
 
@@ -275,6 +318,9 @@ class SettingsGuard:
         Raises:
             ZeusError: A setting could not be written back (the message says which and why).
         """
+        if self._pid != os.getpid():  # a forked child's copy: the parent restores
+            self._armed = False
+            return False
         errors: list[Exception] = []
         interrupted: BaseException | None = None
         with _restore_hooks.critical():
@@ -325,28 +371,85 @@ class SettingsGuard:
         state = self.__dict__.copy()
         del state["_lock"]
         state["_armed"] = False
+        state["_claimed"] = {}
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
         """Rebuild the lock of an unpickled guard."""
         self.__dict__.update(state)
         self._lock = threading.RLock()
+        _guards.add(self)
 
     # -- internals ------------------------------------------------------------------------------
+    def _recorded_in_file(self, gpu: GPU) -> bool:
+        """Whether ``gpu``'s settings go in the per-GPU record (real GPUs; a simulated one is per process)."""
+        return not gpu.simulated
+
+    def _claim(self, gpu: GPU) -> GPUSettings:
+        """Read ``gpu``'s settings, claiming them in the per-GPU record (see the class docstring)."""
+        if not self._recorded_in_file(gpu):
+            return self._read(gpu)
+        share = _settings_record.share_from_env() if self._share is None else bool(self._share)
+        power: float | None = None
+        clocks: tuple[LockedClocks | None, bool] = (None, False)
+        describe, uuid = gpu.describe(), gpu.uuid
+        if Setting.POWER_LIMIT in self.settings:
+            power = _settings_record.claim(
+                uuid,
+                describe,
+                Setting.POWER_LIMIT.value,
+                lambda: self._access.read_power_limit(gpu),
+                share=share,
+                show=lambda w: f"{w:g} W",
+                restore_hint=lambda w: f"nvidia-smi -i {gpu.index} -pl {w:g}",
+            )
+            self._claimed.setdefault(gpu.index, []).append(Setting.POWER_LIMIT.value)
+        if Setting.SM_CLOCKS in self.settings:
+            found = _settings_record.claim(
+                uuid,
+                describe,
+                Setting.SM_CLOCKS.value,
+                lambda: _clocks_json(self._read_clocks(gpu)),
+                share=share,
+                show=_show_clocks,
+                restore_hint=lambda c: _clocks_hint(gpu.index, c),
+            )
+            self._claimed.setdefault(gpu.index, []).append(Setting.SM_CLOCKS.value)
+            clocks = _clocks_of(found)
+        if Setting.SM_CLOCKS not in self.settings:
+            return GPUSettings(power_limit_w=None if power is None else float(power))
+        return GPUSettings(None if power is None else float(power), clocks[0], sm_clocks_known=clocks[1])
+
+    def _release_claims(self) -> None:
+        """Give up the claims of a record that failed half-way (nothing was changed yet)."""
+        for gpu in self.gpus:
+            for setting in self._claimed.pop(gpu.index, []):
+                try:
+                    _settings_record.release(gpu.uuid, setting, lambda: None)
+                except Exception as e:  # the error that made record() fail matters more
+                    logger.debug("Releasing %s of %s failed: %s", setting, gpu.describe(), e)
+
+    def _read_clocks(self, gpu: GPU) -> tuple[LockedClocks | None, bool]:
+        try:
+            return self._access.read_sm_clocks(gpu), True
+        except ZeusNotSupportedError:
+            self._warn_unknown_clocks(gpu)
+            return None, False
+
+    def _warn_unknown_clocks(self, gpu: GPU) -> None:
+        console.warn_once(
+            f"settings-unknown-clocks-{gpu.index}",
+            f"{gpu.describe()} cannot report its locked SM clocks (NVML has no such query): they will "
+            "be unlocked when this run ends, not put back. If an administrator had locked them, lock "
+            "them again afterwards (`nvidia-smi -i <gpu> -lgc <min>,<max>`).",
+        )
+
     def _read(self, gpu: GPU) -> GPUSettings:
         power = self._access.read_power_limit(gpu) if Setting.POWER_LIMIT in self.settings else None
         if Setting.SM_CLOCKS not in self.settings:
             return GPUSettings(power_limit_w=power)
-        try:
-            return GPUSettings(power, self._access.read_sm_clocks(gpu), sm_clocks_known=True)
-        except ZeusNotSupportedError:
-            console.warn_once(
-                f"settings-unknown-clocks-{gpu.index}",
-                f"{gpu.describe()} cannot report its locked SM clocks (NVML has no such query): they will "
-                "be unlocked when this run ends, not put back. If an administrator had locked them, lock "
-                "them again afterwards (`nvidia-smi -i <gpu> -lgc <min>,<max>`).",
-            )
-            return GPUSettings(power, None, sm_clocks_known=False)
+        clocks, known = self._read_clocks(gpu)
+        return GPUSettings(power, clocks, sm_clocks_known=known)
 
     def _stop_owner(self) -> None:
         if self._before_restore is None:
@@ -365,7 +468,7 @@ class SettingsGuard:
         interrupted: BaseException | None = None
         while True:
             try:
-                self._write_back(gpu, self._recorded[gpu.index])
+                self._release_gpu(gpu)
                 return None, interrupted
             except (KeyboardInterrupt, SystemExit) as e:
                 interrupted = interrupted or e
@@ -373,9 +476,32 @@ class SettingsGuard:
                 logger.error("Could not restore %s of %s: %s", self.what, gpu.describe(), e)
                 return e, interrupted
 
-    def _write_back(self, gpu: GPU, saved: GPUSettings) -> None:
+    def _release_gpu(self, gpu: GPU) -> None:
+        """Write back one GPU's settings, unless another live process still holds them (the record)."""
+        saved = self._recorded[gpu.index]
+        claimed = self._claimed.get(gpu.index)
+        if claimed is None:
+            self._write_power(gpu, saved)
+            self._write_clocks(gpu, saved)
+            return
+        writers = {Setting.POWER_LIMIT.value: self._write_power, Setting.SM_CLOCKS.value: self._write_clocks}
+        while claimed:  # one at a time: a retry after an interruption does not release twice
+            setting = claimed[0]
+            holder = _settings_record.release(gpu.uuid, setting, lambda: writers[setting](gpu, saved))
+            claimed.pop(0)
+            if holder is not None:
+                logger.info(
+                    "%s: %s left as it is: %s still holds it (the last to end restores).",
+                    gpu.describe(),
+                    setting.replace("_", " "),
+                    holder,
+                )
+
+    def _write_power(self, gpu: GPU, saved: GPUSettings) -> None:
         if saved.power_limit_w is not None and self._access.read_power_limit(gpu) != saved.power_limit_w:
             self._access.set_power_limit(gpu, saved.power_limit_w)
+
+    def _write_clocks(self, gpu: GPU, saved: GPUSettings) -> None:
         if Setting.SM_CLOCKS not in self.settings:
             return
         if saved.sm_clocks_known and self._access.read_sm_clocks(gpu) == saved.sm_clocks:
@@ -384,6 +510,36 @@ class SettingsGuard:
             self._access.unlock_sm_clocks(gpu)
         else:
             self._access.lock_sm_clocks(gpu, *saved.sm_clocks)
+
+
+def _clocks_json(found: tuple[LockedClocks | None, bool]) -> dict[str, Any]:
+    clocks, known = found
+    return {"clocks": None if clocks is None else [int(clocks[0]), int(clocks[1])], "known": known}
+
+
+def _clocks_of(value: Any) -> tuple[LockedClocks | None, bool]:
+    try:
+        clocks = value["clocks"]
+        pair = None if clocks is None else (int(clocks[0]), int(clocks[1]))
+        return pair, bool(value["known"])
+    except (TypeError, KeyError, IndexError, ValueError):
+        return None, False  # a record we cannot read: unlock, as for a GPU that cannot report
+
+
+def _show_clocks(value: Any) -> str:
+    clocks, known = _clocks_of(value)
+    if not known:
+        return "unknown locked SM clocks (NVML cannot report them; restored by unlocking)"
+    return "unlocked SM clocks" if clocks is None else f"SM clocks locked at {clocks[0]}-{clocks[1]} MHz"
+
+
+def _clocks_hint(index: int, value: Any) -> str:
+    clocks, _ = _clocks_of(value)
+    return (
+        f"nvidia-smi -i {index} -rgc"
+        if clocks is None
+        else f"nvidia-smi -i {index} -lgc {clocks[0]},{clocks[1]}"
+    )
 
 
 _WHAT = {Setting.POWER_LIMIT: "GPU power limits", Setting.SM_CLOCKS: "locked SM clocks"}

@@ -193,13 +193,12 @@ def real_gpu_clocks(r: dict[str, Any]) -> str:
 # --- power-limit optimizer ----------------------------------------------------------------------
 
 
-def _plo_groups(groups: list[dict[str, Any]]) -> str:
+def _plo_groups(groups: dict[str, dict[str, Any]]) -> str:
     rows = []
-    for g in groups:
-        label = "all" if g["group"] == "all" else f"{g['group']} = {g['value']}"
+    for label, g in groups.items():
         rows.append(
             [
-                _bold(label) if g["group"] == "all" else label,
+                _bold(label) if label == "all" else label.replace("=", " = "),
                 f"{g['cases']:,}",
                 _pct(g["ours_in_budget"]),
                 _pct(g["zeus_in_budget"]),
@@ -225,93 +224,61 @@ def _plo_groups(groups: list[dict[str, Any]]) -> str:
 
 
 def plo_generated(r: dict[str, Any]) -> str:
-    """The power-limit comparison on generated profiles."""
+    """The power-limit comparison on generated profiles, overall and by selector, noise, epoch and GPU."""
     return _plo_groups(r["generated"]) + (
-        f"\n\n{r['profiles']} generated workloads × {r['selectors']} selectors × {r['noise_levels']} noise "
-        f"levels × epochs of {', '.join(str(e) for e in r['epochs'])} steps (seed {r['seed']})."
+        f"\n\n{r['profiles']} generated workloads × 4 selectors × 3 noise levels × epochs of "
+        f"{', '.join(str(e) for e in r['epochs'])} steps (seed {r['seed']})."
     )
 
 
 def plo_measured(r: dict[str, Any]) -> str:
-    """The power-limit comparison on the measured A40 profiles."""
-    if not r["measured_a40"]:
+    """The same grid on the measured A40 profiles (virtual clock, generated noise)."""
+    if not r.get("measured_a40"):
         raise ResultsMissing("power_limit_generated.json holds no measured A40 cases")
-    return _plo_groups(r["measured_a40"]) + f"\n\nThe {r['a40_profiles']} measured A40 profiles, same grid."
+    return _plo_groups(r["measured_a40"]) + "\n\nThe measured A40 profiles, same grid."
 
 
 def plo_replay(r: dict[str, Any]) -> str:
-    """Each replayed case: the sweep's and early stopping's choice and cost."""
-    rows = []
-    for c in r["rows"]:
-
-        def run(x: dict[str, Any]) -> list[str]:
-            return [
-                f"{x['chosen_w']:g}{'' if x['ok'] else ' ✗'}",
-                str(x["steps"]),
-                _num(x["extra_energy_j"], 0),
-            ]
-
-        rows.append(
-            [f"`{c['profile']}`", c["selector"], f"{c['optimal_w']:g}", *run(c["zeus"]), *run(c["early"])]
-        )
+    """Measured profiles replayed in real time: ours beside Zeus 0.16, the headline figures."""
     s = r["summary"]
-    rows.append(
-        [
-            _bold("total"),
-            "",
-            "",
-            "",
-            f"{s['zeus_steps']:,}",
-            _num(s["zeus_extra_energy_j"], 0),
-            "",
-            f"{s['early_steps']:,}",
-            _num(s["early_extra_energy_j"], 0),
-        ]
-    )
-    headers = [
-        "profile",
-        "selector",
-        "optimum W",
-        "sweep: W",
-        "steps",
-        "extra J",
-        "early stop: W",
-        "steps",
-        "extra J",
-    ]
-    text = table(headers, rows, [False, False, True, True, True, True, True, True, True])
-    return (
-        f"{text}\n\n✗: not within 1 % of the optimum's cost. Simulated A40 GPUs, "
-        f"{_pct(r['noise'], 0)} per-step noise, seed {r['seed']}: early stopping chose within 1 % in "
-        f"{s['early_ok']} of {s['cases']} cases (the sweep: {s['zeus_ok']}), for "
-        f"{_pct(s['energy_ratio'])} of the sweep's extra profiling energy."
-    )
-
-
-def plo_replay_seeds(r: dict[str, Any]) -> str:
-    """The replay's summary per seed."""
-    if not r["robustness"]:
-        raise ResultsMissing("power_limit_replay.json was written with --quick (no seeds)")
+    o, z, n = s["ours"], s["zeus"], s["cases"]
     rows = [
-        [
-            str(s["seed"]),
-            _pct(s["energy_ratio"]),
-            f"{s['early_ok']}/{s['cases']}",
-            _pct(s["early_worst_excess"], 2),
-            f"{s['zeus_ok']}/{s['cases']}",
-            _pct(s["zeus_worst_excess"], 2),
+        ["within 1 % of the optimum", f"{o['within_1pct']}/{n}", f"{z['within_1pct']}/{n}"],
+        ["MaxSlowdown(1.1) choices that break the bound", str(o["bound_broken"]), str(z["bound_broken"])],
+        ["worst excess over the optimum", _pct(o["worst_excess"], 2), _pct(z["worst_excess"], 2)],
+        ["profiling steps", f"{o['steps']:,}", f"{z['steps']:,}"],
+        ["waste (optimal steps)", _num(o["waste"], 0), _num(z["waste"], 0)],
+        ["waste, ours / Zeus's", _pct(s["waste_ratio"]), "100 %"],
+    ]
+    for key in ("median", "p90", "p99", "max"):
+        rows.append(
+            [f"own time per step, {key} (ms)", _num(o["overhead_ms"][key], 3), _num(z["overhead_ms"][key], 3)]
+        )
+    rows.append(["steps above 5 ms", str(o["overhead_ms"]["above_5ms"]), str(z["overhead_ms"]["above_5ms"])])
+    return table(["", "ours", "zeus 0.16"], rows, [False, True, True]) + (
+        f"\n\n{n} cases: the six measured A40 profiles × Time, Energy, ZeusCost(0.5), MaxSlowdown(1.1)"
+        f"{' × ' + str(r['repeats']) + ' runs' if r.get('repeats', 1) > 1 else ''}, on the wall clock."
+    )
+
+
+def plo_replay_cases(r: dict[str, Any]) -> str:
+    """Each replayed case: the optimum, and each optimizer's choice, profiling steps and waste."""
+
+    def run(x: dict[str, Any]) -> list[str]:
+        mark = "" if x["ok"] else " ✗"
+        return [
+            f"{x['chosen_w']:g}{mark}" if x["chosen_w"] is not None else "—",
+            str(x["steps"]),
+            _num(x["waste"], 0),
         ]
-        for s in r["robustness"]
+
+    rows = [
+        [f"`{c['profile']}`", c["selector"], f"{c['optimal_w']:g}", *run(c["ours"]), *run(c["zeus"])]
+        for c in r["cases"]
     ]
-    headers = [
-        "seed",
-        "extra energy, early / sweep",
-        "early stop within 1 %",
-        "worst",
-        "sweep within 1 %",
-        "worst",
-    ]
-    return table(headers, rows)
+    headers = ["profile", "selector", "optimum W", "ours: W", "steps", "waste", "Zeus: W", "steps", "waste"]
+    text = table(headers, rows, [False, False, True, True, True, True, True, True, True])
+    return f"{text}\n\n✗: not within 1 % of the optimum's cost."
 
 
 # --- batch-size optimizer -------------------------------------------------------------------------
@@ -598,7 +565,7 @@ TABLES: dict[str, dict[str, Callable[[dict[str, Any]], str]]] = {
         "clocks": real_gpu_clocks,
     },
     "power_limit_generated": {"generated": plo_generated, "measured": plo_measured},
-    "power_limit_replay": {"table": plo_replay, "seeds": plo_replay_seeds},
+    "power_limit_replay": {"table": plo_replay, "cases": plo_replay_cases},
     "nsdi23": {"costs": nsdi23_costs, "generated": nsdi23_generated, "slack": nsdi23_slack},
     "perseus_planner": {"planner": perseus_planner, "extrinsic": perseus_extrinsic},
     "perseus_scale": {"scale": perseus_scale},

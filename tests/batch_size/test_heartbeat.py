@@ -153,7 +153,12 @@ def _heartbeat_threads() -> set[threading.Thread]:
     return {t for t in threading.enumerate() if t.name.startswith("bso-heartbeat")}
 
 
-def test_heartbeats_refresh_the_trial_and_stop_when_it_ends(tmp_path: Path) -> None:
+def test_heartbeats_refresh_the_trial_and_stop_when_it_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from zeus_core.optimizer.batch_size import _heartbeat
+
+    monkeypatch.setattr(_heartbeat, "MIN_INTERVAL_S", 0.1)  # the client's floor is 1 s: a faster test
     before = _heartbeat_threads()  # other tests' clients that were never closed
     app = create_app(tmp_path / "bso.sqlite3", heartbeat_timeout_s=0.3)
     with ThreadServer(app) as server:

@@ -72,9 +72,12 @@ def test_signal_ends_the_live_view_and_prints_the_summary(sig: signal.Signals) -
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--interval", "0"], "--interval 0.0: must be > 0 s"),
-        (["--display-interval", "-1"], "--display-interval -1.0: must be > 0 s"),
-        (["--duration", "-2"], "--duration -2.0: must be >= 0 s"),
+        (
+            ["--interval", "0"],
+            "argument --interval: '0' is out of range: give a value within [0.001, 3600] s",
+        ),
+        (["--display-interval", "-1"], "argument --display-interval: '-1' is out of range"),
+        (["--duration", "-2"], "argument --duration: '-2' is out of range: give a value within [0, 1e+07] s"),
         (["--cpu-indices", "9"], "there is no CPU 9"),
     ],
 )

@@ -241,6 +241,7 @@ def start_bso_server(host_port: str) -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
+    name, _, zeus_port = host_port.partition(":")
     if os.environ.get("LOCAL_RANK", "0") == "0":
         db = Path(tempfile.mkdtemp(prefix="zeus-bso-")) / "bso.db"
         server = subprocess.Popen(
@@ -253,6 +254,8 @@ def start_bso_server(host_port: str) -> None:
                 str(db),
                 "--port",
                 str(port),
+                "--allowed-host",  # reached under Zeus's service name, as a deployment would allow it
+                name,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

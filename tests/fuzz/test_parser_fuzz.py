@@ -22,8 +22,7 @@ from zeus_core.exceptions import ZeusError
 from zeus_core.optimizer.batch_size._spec import JobSpec
 from zeus_core.optimizer.pipeline_frequency import FrequencyPlan, synchronous_1f1b
 from zeus_core.optimizer.pipeline_frequency._profile import PROFILE_CSV_HEADER, InstructionProfile
-from zeus_core.optimizer.power_limit.measurement import PowerLimitMeasurement
-from zeus_core.optimizer.power_limit.profile import JobGPUs, PowerLimitProfile
+from zeus_core.optimizer.power_limit import JobGPUs, PowerLimitMeasurement, PowerLimitProfile
 
 T = TypeVar("T")
 FUZZ = settings(

@@ -32,7 +32,7 @@ from zeus_core.optimizer.batch_size._spec import JobSpec  # noqa: E402
 
 MAX_EXAMPLES = int(os.environ.get("ZEUS_FUZZ_EXAMPLES", "12"))
 DATABASE = Path(tempfile.mkdtemp(prefix="bso-fuzz-")) / "bso.sqlite3"
-APP = create_app(DATABASE, heartbeat_timeout_s=60.0)
+APP = create_app(DATABASE, heartbeat_timeout_s=60.0, allowed_hosts=["testserver"])  # the in-process client
 SCHEMA = schemathesis.openapi.from_asgi("/openapi.json", APP)
 CLIENT = get_client(APP)
 SPEC = make_spec("fuzz", max_epochs=4)

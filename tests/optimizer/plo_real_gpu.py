@@ -24,13 +24,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from zeus_core.monitor._energy import ZeusMonitor  # noqa: E402
-from zeus_core.optimizer.power_limit import (  # noqa: E402
-    Done,
-    EarlyStopping,
-    GlobalPowerLimitOptimizer,
-    MaxSlowdownConstraint,  # noqa: E402
-)
-from zeus_core.optimizer.power_limit.sampling import LocalSamples  # noqa: E402
+from zeus_core.optimizer.power_limit import Done, GlobalPowerLimitOptimizer, MaxSlowdownConstraint  # noqa: E402
 
 
 def counter_facts(gpu, n: int = 200) -> dict:
@@ -68,23 +62,14 @@ def run(min_sample_s: float, profile_steps: int, pl_step: float) -> dict:
     x = torch.randn(2048, 8192, device="cuda", dtype=torch.bfloat16)
     monitor = ZeusMonitor(gpu_indices=[0], cpu_indices=[])
     gpu = monitor.gpus[0]
-    samples: list[tuple[float, float, float, int]] = []  # (limit W, s, J, steps)
-    real_add = LocalSamples.add
     plo = GlobalPowerLimitOptimizer(
         monitor,
         MaxSlowdownConstraint(1.1),
         warmup_steps=10,
         profile_steps=profile_steps,
         pl_step=pl_step,
-        early_stopping=EarlyStopping(),
         min_sample_s=min_sample_s,
     )
-
-    def add(self, reading, steps):  # record every sample the optimizer closes
-        t, e = reading.time - self.last_time_s, reading.gpu_total_energy - self.last_energy_j
-        samples.append((getattr(plo.state, "power_limit_w", 0.0), t, e, steps - self.boundary_step))
-        real_add(self, reading, steps)
-
     reads = {"n": 0}
     real_read = monitor.read_window
 
@@ -92,7 +77,6 @@ def run(min_sample_s: float, profile_steps: int, pl_step: float) -> dict:
         reads["n"] += 1
         return real_read(name, *a, **k)
 
-    LocalSamples.add = add  # type: ignore[method-assign]
     monitor.read_window = read_window  # type: ignore[method-assign]
     original = gpu.get_power_limit()
     steps = 0
@@ -122,7 +106,9 @@ def run(min_sample_s: float, profile_steps: int, pl_step: float) -> dict:
         step_ms = (time.perf_counter() - t1) / 100 * 1e3
     finally:
         plo.on_train_end()
-        LocalSamples.add = real_add  # type: ignore[method-assign]
+    samples = [
+        (v.power_limit, t, e, n) for v in plo.visits for t, e, n in zip(v.times_s, v.energies_j, v.steps)
+    ]
     implied = [(w, e / t) for w, t, e, _ in samples if t > 0]
     over = [(w, p) for w, p in implied if p > 1.05 * w]
     return {

@@ -108,8 +108,8 @@ distributed.all_reduce = real_all_reduce
                 "decided": plo3.optimal_power_limit_w,
                 "measurements": [m.to_dict() for m in plo3.measurements],
                 "calls": [(op, n) for op, n, _ in calls],
-                # The first measured step of each visit, by this rank's clock, s (calibration calls).
-                "first_steps": [v[0] for op, n, v in calls if op == "max" and n == 1 and v[0] < 1.0],
+                # What this rank's own clock said where the ranks agree on sample lengths (max over ranks).
+                "own_clock_s": [v[0] for op, n, v in calls if op == "max" and n == 1],
             },
         }
     )

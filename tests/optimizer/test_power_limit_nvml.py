@@ -63,7 +63,7 @@ def test_limits_are_written_in_milliwatts_and_restored(monkeypatch: pytest.Monke
         plo.on_step_end()
     plo.on_epoch_end()
     assert isinstance(plo.state, Done) and plo.optimal_power_limit_w == 100  # least energy per step
-    energies = [m.energy_per_step_j for m in plo.measurements]
+    energies = [m.energy for m in plo.measurements]
     assert energies == pytest.approx([2 * 200 * 0.5, 2 * 200 * 0.5, 2 * 100 * 0.5])  # 300, 200, 100 W
     plo.on_train_end()
     # Each GPU: 300 W to start, 200 W, 100 W (kept as the optimum), then back to 275 W. Nothing redundant.

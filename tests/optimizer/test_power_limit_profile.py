@@ -15,7 +15,6 @@ from zeus_core.optimizer.power_limit import (
     Energy,
     GlobalPowerLimitOptimizer,
     JobGPUs,
-    PowerLimitMeasurement,
     PowerLimitProfile,
     Ready,
     Time,
@@ -43,10 +42,11 @@ def profiled(tmp_path: Path, n: int = 2) -> Path:
 
 def test_the_profile_holds_measurements_decision_and_hardware(tmp_path: Path) -> None:
     data = json.loads(profiled(tmp_path).read_text())
-    assert data["version"] == 1 and data["kind"] == "zeus-suite/power-limit-profile"
+    assert data["version"] == 2 and data["kind"] == "zeus-suite/power-limit-profile"
     assert data["optimal_power_limit_w"] == 200 and data["selector"] == "Energy()"
-    assert [m["power_limit_w"] for m in data["measurements"]] == [300, 250, 200, 150, 100]
-    assert data["measurements"][2]["energy_per_step_j"] == pytest.approx(2 * 45.0)  # two GPUs
+    assert [m["power_limit"] for m in data["measurements"]] == [300, 250, 200, 150, 100]
+    assert data["measurements"][2]["energy"] == pytest.approx(2 * 45.0)  # two GPUs, J per step
+    assert [v[0] for v in data["visits"]] == [300, 250, 200, 150, 100]  # every visit's samples
     hw = data["hardware"]
     assert hw["gpu_model"] == "NVIDIA A40 (simulated)" and hw["simulated"] is True
     assert hw["gpu_uuids"] == ["SIM-NVIDIA-A40-0", "SIM-NVIDIA-A40-1"] and hw["world_size"] == 1
@@ -88,7 +88,7 @@ def test_an_unfinished_profile_resumes_where_it_stopped(tmp_path: Path) -> None:
     plo.on_train_end()
     saved = json.loads(path.read_text())
     assert saved["optimal_power_limit_w"] is None
-    assert [m["power_limit_w"] for m in saved["measurements"]] == [300, 250]
+    assert [m["power_limit"] for m in saved["measurements"]] == [300, 250]
 
     gpus = make_gpus(1)
     plo = optimizer(gpus, path)
@@ -97,8 +97,8 @@ def test_an_unfinished_profile_resumes_where_it_stopped(tmp_path: Path) -> None:
     limits = run_steps(plo, gpus, 20)
     assert 300 not in limits[1:] and 250 not in limits  # not profiled again
     assert plo.optimal_power_limit_w == 200
+    plo.on_train_end()  # waits for the profile writer
     assert json.loads(path.read_text())["optimal_power_limit_w"] == 200
-    plo.on_train_end()
 
 
 @pytest.mark.parametrize(
@@ -162,8 +162,8 @@ def test_state_dict_is_json_and_resumes_without_reprofiling() -> None:
     run_steps(plo, gpus, 14)  # 300 and 250 W measured; 200 W being measured... then the epoch ended
     state = json.loads(json.dumps(plo.state_dict()))
     plo.on_train_end()
-    assert state["version"] == 1 and state["state"]["kind"] == "profiling"  # paused over the boundary
-    assert [m["power_limit_w"] for m in state["measurements"]] == [300, 250]
+    assert state["version"] == 2 and state["state"]["kind"] == "measuring"  # paused over the boundary
+    assert [m["power_limit"] for m in state["measurements"]] == [300, 250]
 
     gpus = make_gpus(1)
     resumed = optimizer(gpus)
@@ -172,7 +172,7 @@ def test_state_dict_is_json_and_resumes_without_reprofiling() -> None:
     assert resumed.state == Ready(200, 2)
     limits = run_steps(resumed, gpus, 20)
     assert 250 not in limits and resumed.optimal_power_limit_w == 200
-    assert [m.power_limit_w for m in resumed.measurements] == [300, 250, 200, 150, 100]
+    assert [m.power_limit for m in resumed.measurements] == [300, 250, 200, 150, 100]
     resumed.on_train_end()
 
 
@@ -185,7 +185,7 @@ def test_a_checkpoint_taken_mid_measurement_reprofiles_only_that_limit() -> None
         plo.on_step_begin()
         gpus[0].run_steps(1)
         plo.on_step_end()
-    assert plo.state.power_limit_w == 250 and plo.state.steps == 1  # type: ignore[union-attr]
+    assert plo.state.power_limit_w == 250 and plo._sampler.steps == 1  # type: ignore[union-attr]
     state = plo.state_dict()
     # Loading into the running optimizer: the open window is dropped and 250 W starts over.
     plo.load_state_dict(state)
@@ -205,8 +205,8 @@ def test_a_finished_checkpoint_resumes_at_the_optimum() -> None:
     plo.on_train_end()
     assert state["state"] == {
         "kind": "done",
-        "optimal_power_limit_w": 200.0,
-        "reason": "every limit down to 100 W was profiled",
+        "power_limit_w": 200.0,
+        "reason": "the step budget is spent",
     }
     gpus = make_gpus(1)
     resumed = optimizer(gpus)
@@ -225,7 +225,7 @@ def test_checkpoints_from_other_hardware_are_dropped_with_a_warning(caplog) -> N
     plo.on_train_end()
     other = make_gpus(1)
     resumed = optimizer(other)
-    resumed.load_state_dict({**state, "measurements": [*state["measurements"], {"power_limit_w": 1}]})
+    resumed.load_state_dict({**state, "measurements": [*state["measurements"], {"power_limit": 1}]})
     with caplog.at_level(logging.WARNING):
         resumed.on_train_begin()
     assert "Dropping the checkpointed power-limit measurements" in caplog.text
@@ -235,11 +235,23 @@ def test_checkpoints_from_other_hardware_are_dropped_with_a_warning(caplog) -> N
 
 def test_old_or_partial_checkpoints_load_tolerantly(caplog) -> None:
     gpus = make_gpus(1)
+    first = optimizer(gpus)
+    first.on_train_begin()
+    hardware = first.state_dict()["hardware"]
+    first.on_train_end()
     plo = optimizer(gpus)
-    m = PowerLimitMeasurement(300, 3, 0.2, 60.0)
+    old = {"power_limit_w": 300, "steps": 3, "time_per_step_s": 0.2, "energy_per_step_j": 60.0}  # version 1
     with caplog.at_level(logging.WARNING):
-        plo.load_state_dict({"measurements": [m.to_dict(), {"power_limit_w": 250}]})
+        plo.load_state_dict({"hardware": hardware, "measurements": [old, {"power_limit": 250}]})
         plo.on_train_begin()
     assert "version None" in caplog.text and "Dropping a checkpointed measurement" in caplog.text
-    assert plo.measurements == (m,) and plo.state == Ready(250, 2)
+    (m,) = plo.measurements  # a measurement saved without samples counts as one sample of its steps
+    assert (m.power_limit, m.steps, m.samples, m.time, m.energy) == (
+        300,
+        3,
+        1,
+        pytest.approx(0.2),
+        pytest.approx(60),
+    )
+    assert plo.state == Ready(250, 2)
     plo.on_train_end()

@@ -1,19 +1,24 @@
-"""The replay benchmark in quick mode: the issue's targets hold on every measured A40 profile."""
+"""Measured profiles replayed in real time (the replay harness, and ``benchmarks/power_limit_replay.py``).
+
+These run on the wall clock: a loaded machine slows the steps, so the assertions leave room for it.
+"""
 
 from __future__ import annotations
 
 import importlib.util
-import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO_ROOT
+from zeus_core.testing._fake_nvml import FakeNVML
+from zeus_core.testing._realtime_replay import RealTimeReplay
 
 
 @pytest.fixture(scope="module")
-def replay():
+def replay_bench():
     path = REPO_ROOT / "benchmarks" / "power_limit_replay.py"
     spec = importlib.util.spec_from_file_location("power_limit_replay", path)
     assert spec is not None and spec.loader is not None
@@ -23,40 +28,45 @@ def replay():
     return module
 
 
-def assert_targets(replay, cases) -> None:
-    """The issue's targets on one table (24 cases)."""
-    assert len(cases) == 6 * 4
-    # Target 1: the optimal limit, or one within 1 % of its cost, in every case. Contenders still tied
-    # after profile_steps are measured on (up to max_refine_steps) until told apart or known to be
-    # within tie_tol (0.5 %) of each other; over seeds 0-99 this misses 2 of 2400 cases (both
-    # survey verdicts wrong at 95 % confidence, one also missed by the exhaustive sweep), Zeus's sweep 6.
-    assert [(c.profile, c.selector, c.early.chosen_w, c.early.excess) for c in cases if not c.early.ok] == []
-    # Target 2: at most half of the exhaustive sweep's extra profiling energy, summed over all cases.
-    summary = replay.summarize(cases)
-    assert summary["energy_ratio"] <= 0.5, summary
-    assert summary["early_steps"] < summary["zeus_steps"]
+def test_a_replay_step_lasts_the_profiles_time_and_draws_its_power(shared_data: Path) -> None:
+    replay = RealTimeReplay(
+        shared_data / "power_limit_profiles" / "A40_resnet50_4gpu.csv", slowest_step_s=0.01
+    )
+    truth = replay.truth()
+    assert len(replay.fake.devices) == 4 and max(t for t, _ in truth.values()) == pytest.approx(0.01)
+    with replay.install():
+        from zeus_core.device._nvidia import nvidia_gpus
+
+        gpus = nvidia_gpus(environ={})
+        gpus[0].set_power_limit(150)
+        for g in gpus[1:]:
+            g.set_power_limit(150)
+        before, start = sum(g.get_total_energy() for g in gpus), time.perf_counter()
+        for _ in range(20):
+            replay.step()
+        seconds, joules = time.perf_counter() - start, sum(g.get_total_energy() for g in gpus) - before
+    t, e = truth[150]
+    assert seconds == pytest.approx(20 * t, rel=0.5)  # the machine's other work only makes it longer
+    assert joules == pytest.approx(20 * e + replay.idle_w * 4 * (seconds - 20 * t), rel=0.05)
+    assert replay.steps == 20 and replay.fidelity() < 0.5
 
 
-def test_quick_mode_prints_the_table_and_meets_the_targets(replay, shared_data: Path, capsys) -> None:
-    data = shared_data / "power_limit_profiles"
-    assert replay.main(["--quick", "--data", str(data)]) == 0
-    out = capsys.readouterr().out
-    assert "Zeus sweep: W" in out and "early stop: W" in out and "A40_bert-base-uncased_1gpu" in out
-    within = r"Within 1 % of the optimum: early stop 24/24 \(worst \d\.\d\d% off\), Zeus sweep"
-    assert re.search(within, out)
+def test_both_optimizers_run_zeus_loop_on_one_replay_and_ours_costs_less(
+    shared_data: Path, replay_bench
+) -> None:
+    fake = FakeNVML([], root=True)
+    path = shared_data / "power_limit_profiles" / "A40_shufflenetv2_1gpu.csv"
+    from benchmarks.power_limit_common import bind_zeus
 
-    cases = replay.run_all(0.03, 0, data)
-    assert_targets(replay, cases)
-    # The baseline really is Zeus's sweep: 9 limits × (10 warm-up + 40 measured) + 1 wait step.
-    assert {c.zeus.steps for c in cases} == {451} and {c.zeus.limits for c in cases} == {9}
-
-
-def test_another_seed_also_meets_the_targets(replay, shared_data: Path) -> None:
-    assert_targets(replay, replay.run_all(0.03, 7, shared_data / "power_limit_profiles"))
-
-
-def test_one_sample_per_step_is_the_per_step_profiler(replay, shared_data: Path) -> None:
-    """min_sample_s=0 reads after every step: samples change nothing where steps are long."""
-    data = shared_data / "power_limit_profiles" / "A40_bert-base-uncased_1gpu.csv"  # 0.26 s steps
-    for label in replay.SELECTORS:
-        assert replay.run_case(data, label) == replay.run_case(data, label, min_sample_s=0.0)
+    saved = sys.modules.get("pynvml")
+    bind_zeus(fake)
+    try:
+        case = replay_bench.run_case(fake, path, "Energy")
+    finally:
+        if saved is not None:
+            sys.modules["pynvml"] = saved
+    assert case.optimal_w == 150 and case.zeus.steps == 451  # Zeus's sweep: 9 limits × 50 steps + 1
+    assert case.ours.chosen_w == 150 and case.ours.steps <= 451
+    assert case.ours.waste < 0.7 * case.zeus.waste
+    summary = replay_bench.summarize([case])
+    assert summary["ours"]["within_1pct"] == 1 and summary["ours"]["overhead_ms"]["median"] < 0.5

@@ -1,4 +1,4 @@
-"""The state machine driven through the training protocol on simulated GPUs (virtual clock)."""
+"""The state machine (``_optimizer.py``, ``_states.py``) driven through the training protocol."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ from tests.optimizer.plo_support import (
 from zeus_core.callback import CallbackList, TrainingCallback
 from zeus_core.exceptions import ZeusConfigError, ZeusPermissionError
 from zeus_core.optimizer.power_limit import (
+    Deciding,
     Done,
-    EarlyStopping,
     Energy,
     GlobalPowerLimitOptimizer,
     MaxSlowdownConstraint,
-    Profiling,
+    Measuring,
     Ready,
     Time,
     Warmup,
@@ -59,13 +59,14 @@ def test_exhaustive_sweep_visits_every_limit_in_order() -> None:
     plo.on_train_begin()
     limits = run_steps(plo, gpus, 30)
     plo.on_train_end()
-    # 1 wait step at the maximum, then 2 warm-up + 3 measured steps per limit, then the optimum.
+    # 1 wait step at the maximum, then 2 warm-up + 3 measured steps per limit, then the optimum: the
+    # budget, Zeus's sweep length, ends with the last measured step.
     expected = [300.0] + sum(([w] * 5 for w in (300.0, 250.0, 200.0, 150.0, 100.0)), []) + [200.0] * 4
     assert limits == expected
-    assert [m.power_limit_w for m in plo.measurements] == [300, 250, 200, 150, 100]
+    assert [m.power_limit for m in plo.measurements] == [300, 250, 200, 150, 100]
     assert all(m.steps == 3 for m in plo.measurements)
-    assert [round(m.energy_per_step_j, 6) for m in plo.measurements] == [60, 50, 45, 54, 80]
-    assert plo.state == Done(200, "every limit down to 100 W was profiled")
+    assert [round(m.energy, 6) for m in plo.measurements] == [60, 50, 45, 54, 80]
+    assert plo.state == Done(200, "the step budget is spent")
     assert gpus[0].get_power_limit() == 300  # restored
 
 
@@ -94,9 +95,9 @@ def test_a_measurement_spans_epoch_boundaries_without_counting_the_time_between(
     # Epoch 1 ends after 9 steps: wait (1), 300 W warm-up (2) + measured (4), 250 W warm-up (2).
     limits = run_steps(plo, gpus, 9)
     assert plo.state == Warmup(250, 1) and gpus[0].get_power_limit() == 250  # the warm-up goes on
-    assert [m.power_limit_w for m in plo.measurements] == [300]
+    assert [m.power_limit for m in plo.measurements] == [300]
     gpus[0].clock.advance(30.0)  # evaluation between epochs: not measured
-    # Epoch 2 ends 3 steps in: the last warm-up step, then 250 W's measured steps 1-2 (one sample)
+    # Epoch 2 ends 3 steps in: the last warm-up step, then 250 W's measured steps 1-2 (one sample each)
     # and step 3, whose sample the epoch end cuts.
     plo.on_epoch_begin()
     for _ in range(3):
@@ -107,21 +108,20 @@ def test_a_measurement_spans_epoch_boundaries_without_counting_the_time_between(
     if evaluate_before_epoch_end:
         gpus[0].clock.advance(30.0)  # as Lightning does: validation runs before the epoch's end
     plo.on_epoch_end()
-    assert isinstance(plo.state, Profiling) and plo.state.paused
-    # Right after on_step_end nothing but training ran in the open sample: step 3 is kept (half a
-    # sample). After an evaluation, it is dropped, and the dropped step counts against the budget.
-    assert plo.state.steps == (2 if evaluate_before_epoch_end else 3)
-    assert monitor.open_windows == []
+    assert plo.state == Measuring(250) and monitor.open_windows == []
+    # Right after on_step_end nothing but training ran in the open sample: step 3 is kept. After an
+    # evaluation, it is dropped, and the dropped step counts against the budget.
+    assert plo._sampler.steps == (2 if evaluate_before_epoch_end else 3)
     gpus[0].clock.advance(30.0)
     # Epoch 3: the rest of 250 W's steps, then the rest of the sweep; nothing is measured twice.
     limits += run_steps(plo, gpus, 30)
-    assert [m.power_limit_w for m in plo.measurements] == [300, 250, 200, 150, 100]
+    assert [m.power_limit for m in plo.measurements] == [300, 250, 200, 150, 100]
     # Zeus's sweep, 31 steps, is the budget: with a dropped step, 100 W gets 3 steps.
     assert [m.steps for m in plo.measurements] == [4, 4, 4, 4, 3 if evaluate_before_epoch_end else 4]
-    assert plo.measurements[1].time_per_step_s == pytest.approx(0.20)  # the time between epochs left out
+    assert plo.measurements[1].time == pytest.approx(0.20)  # the time between epochs left out
     at_250 = 2 + 4 + (1 if evaluate_before_epoch_end else 0)  # warm-up, measured, dropped
     assert limits[: 7 + at_250 + 1] == [300.0] * 7 + [250.0] * at_250 + [200.0]
-    assert plo.steps_used == 1 + 6 * 5 and plo.optimal_power_limit_w == 200  # epochs of 9 and 3 steps
+    assert plo.optimal_power_limit_w == 200 and plo.steps_used == 1 + 6 * 5  # epochs of 9 and 3 steps
     plo.on_train_end()
 
 
@@ -135,9 +135,15 @@ def test_states_along_the_way() -> None:
         seen.append(plo.state)
         gpus[0].run_steps(1)
         plo.on_step_end()
-    assert seen[:4] == [Ready(300, 1), Warmup(300, 2), Warmup(300, 1), Profiling(300)]
-    assert isinstance(seen[4], Profiling) and seen[4].steps == 1 and seen[4].power_limit_w == 300
-    assert seen[6] == Warmup(250, 2)  # the third measured step ended 300 W
+    assert seen[:6] == [
+        Ready(300, 1),
+        Warmup(300, 2),
+        Warmup(300, 1),
+        Measuring(300),
+        Measuring(300),
+        Measuring(300),
+    ]
+    assert seen[6] == Warmup(250, 2)  # the third measured step ended 300 W: 250 W warms up while planned
     assert plo.monitor.open_windows == [window_name(250)] or plo.monitor.open_windows == []
     plo.on_train_end()
     assert plo.monitor.open_windows == []
@@ -165,8 +171,8 @@ def test_measuring_the_limit_just_measured_again_needs_no_warmup() -> None:
     assert plo.optimal_power_limit_w == 100
     at_100 = [s for s in states if getattr(s, "power_limit_w", None) == 100]
     assert sum(isinstance(s, Warmup) for s in at_100) == 5  # only after the change from 150 W
-    assert any(isinstance(s, Profiling) and s.refine for s in at_100)
-    assert next(m for m in plo.measurements if m.power_limit_w == 100).steps >= plo.profile_steps
+    assert Deciding(100) in at_100 and Measuring(100, again=True) in at_100
+    assert next(m for m in plo.measurements if m.power_limit == 100).steps >= plo.profile_steps
     plo.on_train_end()
 
 
@@ -196,17 +202,17 @@ def test_early_stopping_surveys_then_refines_contenders() -> None:
         plo.on_step_end()
     plo.on_epoch_end()
     assert plo.optimal_power_limit_w in (200, 225)  # within 1 % of each other
-    measured = {m.power_limit_w: m.steps for m in plo.measurements}
+    measured = {m.power_limit: m.steps for m in plo.measurements}
     # The survey stopped once energy had risen > 10 % at two limits after the best (175 W: +13 %,
     # 150 W: +18 %, 125 W: +34 %); 100 W was never set.
     assert {300, 275, 250, 225, 200, 175, 150} <= set(measured) and 100 not in measured
-    assert all(not isinstance(s, (Warmup, Profiling)) or s.power_limit_w > 100 for s in states)
+    assert all(not isinstance(s, (Warmup, Measuring)) or s.power_limit_w > 100 for s in states)
     assert measured[300] == measured[275] == measured[175] == measured[150] == 10  # far off: survey only
     # Contenders within noise: the most promising (lowest optimistic energy, 200 W) is measured
     # again first, until the choice is settled against the others.
     assert measured[200] > 10
-    refined = [s.power_limit_w for s in states if isinstance(s, Warmup) and s.refine and s.steps_left == 2]
-    assert refined and refined[0] == 200.0 and set(refined) <= {250.0, 225.0, 200.0}
+    again = [v.power_limit for v in plo.visits[len(measured) :]]
+    assert again and again[0] == 200.0 and set(again) <= {250.0, 225.0, 200.0}
     assert sum(measured.values()) < 8 * 40
     plo.on_train_end()
 
@@ -220,8 +226,8 @@ def test_every_gpu_gets_the_same_limit_and_energy_is_summed(shared_data) -> None
     per_gpu = [g.behavior.step(300, None) for g in gpus]
     step_time = max(t for t, _ in per_gpu)
     assert first.num_gpus == 4
-    assert first.time_per_step_s == pytest.approx(step_time)
-    assert first.energy_per_step_j == pytest.approx(sum(p for _, p in per_gpu) * step_time)
+    assert first.time == pytest.approx(step_time)
+    assert first.energy == pytest.approx(sum(p for _, p in per_gpu) * step_time)
     assert plo.optimal_power_limit_w == 100
     plo.on_train_end()
     assert all(g.get_power_limit() == 300 for g in gpus)
@@ -293,14 +299,14 @@ def test_events_outside_training_are_ignored_with_one_warning(caplog) -> None:
 def test_progress_is_logged_per_limit_and_for_the_decision(caplog) -> None:
     gpus = make_gpus(1)
     plo = exhaustive(gpus)
-    with caplog.at_level(logging.INFO, logger="zeus_core.optimizer.power_limit.optimizer"):
+    with caplog.at_level(logging.INFO, logger="zeus_core.optimizer.power_limit"):
         plo.on_train_begin()
         run_steps(plo, gpus, 30)
         plo.on_train_end()
     text = caplog.text
     assert "Profiled 300 W: 0.2000 s/step, 300.0 W, 60.00 J/step (3 steps" in text
     assert "Profiled 200 W: 0.2250 s/step, 200.0 W, 45.00 J/step" in text
-    assert "Optimal power limit: 200 W by Energy() [simulated GPUs]" in text
+    assert "Power limit 200 W chosen by Energy() after 26 steps (5 of 5 limits measured" in text
     assert "Restored the original power limits (GPU 0: 300 W)" in text
 
 
@@ -353,24 +359,23 @@ def test_context_manager_and_close_restore() -> None:
     assert gpus[0].get_power_limit() == 270
 
 
-def test_steps_per_limit_follow_the_early_stopping_knobs() -> None:
+def test_steps_per_limit_follow_the_options() -> None:
     gpus = make_gpus(1, noise=0.0)
-    rule = EarlyStopping(min_steps=4, min_samples=2, check_every=2)
     plo = GlobalPowerLimitOptimizer(
-        monitor_of(gpus), Energy(), warmup_steps=1, profile_steps=12, early_stopping=rule
+        monitor_of(gpus),
+        Energy(),
+        warmup_steps=1,
+        profile_steps=12,
+        min_steps=4,
+        min_samples=2,
+        min_sample_s=0.4,
     )
     plo.on_train_begin()
     run_steps(plo, gpus, 200)
-    # Noise-free steps have zero spread: the survey's 4 steps already separate every limit. They
-    # are 2 samples where steps are shorter than 0.25 s (two steps per sample), else 4.
-    assert {m.power_limit_w: (m.steps, m.samples) for m in plo.measurements} == {
-        300: (4, 2),
-        275: (4, 2),
-        250: (4, 2),
-        225: (4, 2),
-        200: (4, 2),
-        175: (4, 4),
-        150: (4, 4),
+    # Noise-free steps have zero spread: the survey's 4 steps (2 samples of at least 0.4 s) already
+    # separate every limit, and the survey ends two limits after the best.
+    assert {m.power_limit: (m.steps, m.samples) for m in plo.measurements} == {
+        w: (4, 2) for w in (300, 275, 250, 225, 200, 175, 150)
     }
     assert plo.optimal_power_limit_w == 200
     plo.on_train_end()

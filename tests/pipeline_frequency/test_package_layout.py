@@ -27,8 +27,9 @@ def _part(module: str) -> str | None:
 @pytest.mark.parametrize(
     ("part", "may_import"),
     [
-        ("data", {"data", "zeus_core.exceptions"}),
-        ("planner", {"data", "planner", "zeus_core.exceptions"}),
+        ("data", {"data", "zeus_core.exceptions", "zeus_core._files"}),  # _files: on the exceptions alone
+        # _arg_types: the plan command's flag types (foundation, imports nothing)
+        ("planner", {"data", "planner", "zeus_core.exceptions", "zeus_core._files", "zeus_core._arg_types"}),
     ],
 )
 def test_the_lower_parts_import_only_what_lies_below_them(part: str, may_import: set[str]) -> None:

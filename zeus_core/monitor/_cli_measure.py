@@ -5,7 +5,8 @@ is measured by a :class:`~zeus_core.monitor._energy.ZeusMonitor` window around i
 The report goes to stderr (like ``time``), so the command's own output stays clean. The exit
 code is the command's (``128 + N`` when signal ``N`` killed it; 127 when it does not exist).
 
-Ctrl-C and SIGTERM are passed on to the command and the report is still printed when it ends.
+Ctrl-C, SIGTERM, SIGHUP (terminal closed), SIGQUIT and SIGUSR1/2 (Slurm's ``--signal``) are passed
+on to the command, and the report (and ``--csv`` row) is still written when it ends.
 (In a terminal, Ctrl-C already reaches the command directly, so it is not sent twice.) The command
 dies with ``zeus-suite measure``, however that ends, ``kill -9`` included: on Linux it is started
 with ``PR_SET_PDEATHSIG`` = SIGTERM, so it gets SIGTERM (and its own restore of GPU settings runs)
@@ -49,7 +50,14 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_FORWARDED = (signal.SIGINT, signal.SIGTERM)
+# Every signal that would end this process by default and that a user, a terminal or a scheduler
+# sends to stop a job: SIGHUP (terminal or ssh closed), SIGQUIT (Ctrl-backslash), SIGUSR1/2 (Slurm's
+# --signal). Each is passed on to the command, whose exit then ends the measurement with its report.
+_FORWARDED = tuple(
+    getattr(signal, name)
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
+    if hasattr(signal, name)
+)
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
@@ -64,14 +72,14 @@ def _raise_stop(signum: int, frame: object) -> None:
 
 @contextmanager
 def stop_on_signals() -> Iterator[Callable[[], None]]:
-    """Inside the block, SIGINT and SIGTERM raise :class:`StopRequested` (Ctrl-C as well as ``kill``).
+    """Inside the block, SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGUSR1/2 raise :class:`StopRequested`.
 
     Explicit handlers, because SIGINT may be inherited as ignored (a command started with ``&`` from
     a script). Outside the main thread no handler can be installed and only ``KeyboardInterrupt``
     stops. The previous handlers come back when the block ends.
 
     Yields:
-        A function that ignores further SIGINT/SIGTERM until the block ends (while a summary is made).
+        A function that ignores further such signals until the block ends (while a summary is made).
     """
     main = threading.current_thread() is threading.main_thread()
     previous = {s: signal.signal(s, _raise_stop) for s in _FORWARDED} if main else {}

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from zeus_core._arg_types import number
 from zeus_core.device._base import CPU, GPU
 from zeus_core.exceptions import ZeusError
 from zeus_core.monitor._cli_measure import (
@@ -37,18 +38,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``zeus-suite power``."""
     add_device_arguments(parser)
     parser.add_argument(
-        "--interval", type=float, default=0.1, metavar="S", help="power sampling period, s (default 0.1)"
+        "--interval",
+        type=number(0.001, 3600.0, unit="s"),
+        default=0.1,
+        metavar="S",
+        help="power sampling period, s (default 0.1)",
     )
     parser.add_argument(
         "--display-interval",
-        type=float,
+        type=number(0.01, 86400.0, unit="s"),
         default=1.0,
         metavar="S",
         help="how often the live power is shown, s (default 1.0)",
     )
     parser.add_argument(
         "--duration",
-        type=float,
+        type=number(0.0, 1e7, unit="s"),
         default=None,
         metavar="S",
         help="stop after this many seconds (default: run until Ctrl-C)",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import csv
+import math
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -108,10 +109,10 @@ class MeasuredProfile(GpuBehavior):
             raise ZeusProfileError("MeasuredProfile needs at least one (limit, time, power) row.")
         self.points = sorted((float(w), float(t), float(p)) for w, t, p in self.points)
         for limit, step_time, power in self.points:
-            if step_time <= 0 or power <= 0:
+            if not (0 < step_time < math.inf and 0 < power < math.inf and 0 < limit < math.inf):
                 raise ZeusProfileError(
                     f"MeasuredProfile row at {limit} W has time {step_time} s and power {power} W; "
-                    "both must be positive."
+                    "all must be positive and finite."
                 )
         if self.constraints is None:
             lo, hi = self.points[0][0], self.points[-1][0]
@@ -158,8 +159,12 @@ class MeasuredProfile(GpuBehavior):
                         f"{path}:{line}: window name {row.get('window_name')!r} does not end in "
                         "'_<power limit in W>'."
                     )
-                elapsed = float(row["elapsed_time"])
-                energy = float(row[column])
+                elapsed, energy = (_csv_number(path, line, row, name) for name in ("elapsed_time", column))
+                if elapsed <= 0 or energy < 0:
+                    raise ZeusProfileError(
+                        f"{path}:{line}: elapsed_time={elapsed} s and {column}={energy} J; the time must "
+                        "be positive and the energy not negative."
+                    )
                 points.append((float(match.group(1)), elapsed / steps_per_window, energy / elapsed))
         if gpu_name is None:
             prefix = path.stem.split("_")[0]
@@ -182,6 +187,18 @@ class MeasuredProfile(GpuBehavior):
         (l0, t0, p0), (l1, t1, p1) = self.points[i - 1], self.points[i]
         w = (power_limit_w - l0) / (l1 - l0)
         return t0 + w * (t1 - t0), p0 + w * (p1 - p0)
+
+
+def _csv_number(path: Path, line: int, row: dict[str, str], name: str) -> float:
+    """Field ``name`` of a CSV row as a finite number, or an error naming the file, line and field."""
+    text = row.get(name)
+    try:
+        value = float(text)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        value = math.nan
+    if not math.isfinite(value):
+        raise ZeusProfileError(f"{path}:{line}: field {name!r} is {text!r}, not a finite number.")
+    return value
 
 
 @dataclass

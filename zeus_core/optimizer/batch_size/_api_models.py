@@ -23,7 +23,8 @@ except ModuleNotFoundError as _err:  # pragma: no cover - depends on the environ
         f"the batch-size optimizer's service needs pydantic ({_err}); pip install 'zeus-suite[server]'"
     ) from _err
 
-from zeus_core.optimizer.batch_size._spec import MAX_INT, JobSpec
+from zeus_core.optimizer.batch_size import _limits as limits
+from zeus_core.optimizer.batch_size._spec import JobSpec
 
 __all__ = [
     "TrialStatus",
@@ -45,12 +46,25 @@ __all__ = [
 ]
 
 _Seconds = Annotated[
-    float, Field(ge=0.0, allow_inf_nan=False, description="s, cumulative since the trial began")
+    float,
+    Field(ge=0.0, le=limits.MAX_TIME_S, allow_inf_nan=False, description=limits.explain("time_s")),
 ]
 _Joules = Annotated[
-    float, Field(ge=0.0, allow_inf_nan=False, description="J, cumulative since the trial began")
+    float,
+    Field(ge=0.0, le=limits.MAX_ENERGY_J, allow_inf_nan=False, description=limits.explain("energy_j")),
 ]
-_Metric = Annotated[float | None, Field(default=None, allow_inf_nan=False, description="validation metric")]
+_Metric = Annotated[
+    float | None,
+    Field(
+        default=None,
+        ge=-limits.MAX_METRIC,
+        le=limits.MAX_METRIC,
+        allow_inf_nan=False,
+        description=limits.explain("metric"),
+    ),
+]
+_REQUEST_ID = r"^[!-~]{1,64}$"
+"""A request id: 1 to 64 printable ASCII characters without spaces (a UUID, a hash)."""
 
 
 class TrialStatus(str, Enum):
@@ -91,7 +105,11 @@ def _job_spec_model() -> type[BaseModel]:
     field_defs: dict[str, Any] = {}
     for f in dataclasses.fields(JobSpec):
         default = ... if f.default is dataclasses.MISSING else f.default
-        hint = list[int] if f.name == "batch_sizes" else hints[f.name]  # JSON has arrays, not tuples
+        hint = hints[f.name]
+        if f.name == "batch_sizes":  # JSON has arrays, not tuples; a huge list is refused before it is read
+            hint = Annotated[list[int], Field(max_length=limits.MAX_BATCH_SIZES)]
+        elif f.name == "job_id":
+            hint = Annotated[str, Field(min_length=1, max_length=255)]
         field_defs[f.name] = (hint, default)
     return create_model(
         "JobSpecModel",
@@ -124,7 +142,7 @@ class TrialRequest(BaseModel):
 
     model_config = _STRICT
 
-    request_id: str | None = Field(default=None, min_length=1, max_length=64)
+    request_id: str | None = Field(default=None, min_length=1, max_length=64, pattern=_REQUEST_ID)
     heartbeat: bool = Field(default=False, description="the client sends heartbeats during the trial")
 
 
@@ -181,7 +199,7 @@ class EpochReport(BaseModel):
 
     model_config = _STRICT
 
-    epoch: int = Field(ge=1, le=MAX_INT, description="epochs completed (1 after the first epoch)")
+    epoch: int = Field(ge=1, le=limits.MAX_EPOCHS, description="epochs completed (1 after the first epoch)")
     time_s: _Seconds
     energy_j: _Joules
     metric: _Metric = None

@@ -52,6 +52,9 @@ _PESSIMISM_STD = 1.0
 # A pruning walk ends after this many arms in a row each cost clearly more than the one before
 # (cost is unimodal in the batch size; one rise may be a bump of a real cost curve).
 _PATIENCE = 2
+# Largest factor (as its logarithm) by which an unexplored arm's predicted cost may exceed its
+# explored neighbour's: e^40 ≈ 2e17 is beyond any budget, and keeps every product finite.
+_MAX_LOG_RISE = 40.0
 
 
 class Phase(str, Enum):
@@ -409,7 +412,10 @@ class BatchSizeBandit:
             guess = means[side[0]]
             if len(side) > 1 and means[side[1]] > 0 and means[side[0]] > means[side[1]]:
                 x1, x2 = math.log2(side[0]), math.log2(side[1])
-                guess *= (means[side[0]] / means[side[1]]) ** ((x - x1) / (x1 - x2))
+                # In logs: a rise from 1 µJ to 1e16 J over the 31 doublings of a batch size must not
+                # overflow a float (it would stop every later request on the job).
+                rise = (math.log(means[side[0]]) - math.log(means[side[1]])) * (x - x1) / (x1 - x2)
+                guess *= math.exp(min(rise, _MAX_LOG_RISE))
             guesses.append(guess)
         return max(guesses)
 

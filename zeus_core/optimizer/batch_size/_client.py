@@ -11,9 +11,14 @@ default's over the same recurrences (measured or estimated) and the exploration 
 :attr:`BatchSizeOptimizer.last_budget` holds it, :meth:`BatchSizeOptimizer.budget` asks again.
 
 Heartbeats: while a trial runs, the client posts a heartbeat every third of the server's
-heartbeat timeout from a background thread (``heartbeat=False`` turns that off; then only the
-server's much longer trial timeout applies). So a trial whose process died is closed after the
-heartbeat timeout, while one in a long epoch is not.
+heartbeat timeout (kept within [1 s, 1 h], whatever the server says) from a background thread
+(``heartbeat=False`` turns that off; then only the server's much longer trial timeout applies).
+So a trial whose process died is closed after the heartbeat timeout, while one in a long epoch is
+not.
+
+Secrets: the token (``token=``, env ``ZEUS_BSO_TOKEN``, or the file named by
+``ZEUS_BSO_TOKEN_FILE``) and a password in the server URL (``http://zeus:<token>@host``) never
+appear in messages, logs or exceptions: the URL is shown as ``http://zeus:***@host``.
 
 Distributed jobs: call every method on every rank. Only global rank 0 talks to the server; the
 answer (or the error) is broadcast with ``torch.distributed`` so all ranks agree. Pass job-wide
@@ -45,6 +50,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 import uuid
 from types import TracebackType
@@ -55,7 +61,7 @@ from zeus_core import _distributed as distributed
 from zeus_core import console
 from zeus_core.exceptions import ZeusConfigError, ZeusError, ZeusPermissionError
 from zeus_core.optimizer.batch_size._auth import normalize_token
-from zeus_core.optimizer.batch_size._heartbeat import HeartbeatSender
+from zeus_core.optimizer.batch_size._heartbeat import HeartbeatSender, heartbeat_interval
 from zeus_core.optimizer.batch_size._spec import JobSpec
 
 __all__ = ["ZeusServerError", "BatchSizeOptimizer"]
@@ -80,7 +86,8 @@ class BatchSizeOptimizer:
     Args:
         server_url: Base URL of the service, e.g. ``http://127.0.0.1:8000``.
         job_spec: The job (a :class:`JobSpec` or its ``to_dict()``).
-        token: Shared token of the server; default env ``ZEUS_BSO_TOKEN``.
+        token: Shared token of the server; default env ``ZEUS_BSO_TOKEN``, else the content of
+            the file named by env ``ZEUS_BSO_TOKEN_FILE``.
         timeout_s: Timeout of one HTTP request, s.
         retries: Extra attempts after a connection error, timeout or 502/503/504.
         retry_backoff_s: Wait before the first retry, s (doubles each time).
@@ -139,8 +146,9 @@ class BatchSizeOptimizer:
             raise ZeusConfigError(f"BatchSizeOptimizer: retry_backoff_s={retry_backoff_s!r} must be >= 0 s.")
         self.server_url = server_url.rstrip("/")
         self.job_spec = job_spec
-        given = token if token is not None else os.environ.get("ZEUS_BSO_TOKEN")
+        given = token if token is not None else _token_from_env()
         self._token = normalize_token(given, where="BatchSizeOptimizer")
+        self._shown_url = _redact(self.server_url, self._token)
         self.heartbeat = bool(heartbeat)
         self.distributed = bool(distributed)
         self._heartbeat: HeartbeatSender | None = None
@@ -325,7 +333,7 @@ class BatchSizeOptimizer:
             return
         path = f"{self._job_path}/trials/{self.trial_number}/heartbeat"
         self._heartbeat = HeartbeatSender(
-            self.server_url, path, self._headers(), float(timeout_s) / 3, timeout_s=self.timeout_s
+            self.server_url, path, self._headers(), heartbeat_interval(timeout_s), timeout_s=self.timeout_s
         ).start()
 
     def _stop_heartbeat(self) -> None:
@@ -379,7 +387,6 @@ class BatchSizeOptimizer:
         client = self._client()
         delay = self.retry_backoff_s
         problem = ""
-        last: Exception | None = None
         for attempt in range(self.retries + 1):
             if attempt:
                 time.sleep(delay)
@@ -387,30 +394,57 @@ class BatchSizeOptimizer:
             try:
                 response = client.request(method, path, json=body)
             except httpx.TransportError as err:
-                last, problem = err, f"{type(err).__name__}: {err}"
+                problem = self._hide(f"{type(err).__name__}: {err}")
                 logger.debug("%s %s failed (%s); attempt %d", method, path, problem, attempt + 1)
                 continue
             if response.status_code in _RETRY_STATUS:
-                problem = f"HTTP {response.status_code}: {_message(response)}"
+                problem = self._hide(f"HTTP {response.status_code}: {_message(response)}")
                 continue
             return self._parse(call, response)
         raise ZeusServerError(
-            f"BatchSizeOptimizer.{call}: cannot reach the batch-size optimizer server at {self.server_url} "
+            f"BatchSizeOptimizer.{call}: cannot reach the batch-size optimizer server at {self._shown_url} "
             f"({problem}; tried {self.retries + 1} times). "
             "Start it with `zeus-suite bso-server` or check server_url."
-        ) from last
+        ) from None
 
     def _parse(self, call: str, response: Any) -> Any:
         code = response.status_code
         if code < 400:
             return None if code == 204 or not response.content else response.json()
-        message = _message(response)
-        where = f"BatchSizeOptimizer.{call}: server at {self.server_url} answered {code}"
+        message = self._hide(_message(response))
+        where = f"BatchSizeOptimizer.{call}: server at {self._shown_url} answered {code}"
         if code in (401, 403):
             raise ZeusPermissionError(f"{where}: {message} Pass token=... or set ZEUS_BSO_TOKEN.")
         if code < 500:
             raise ZeusConfigError(f"{where}: {message}")
         raise ZeusServerError(f"{where}: {message}")
+
+    def _hide(self, text: str) -> str:
+        """``text`` without the token or the URL's password (an error may quote either)."""
+        return _redact(text, self._token)
+
+    def __repr__(self) -> str:
+        return f"BatchSizeOptimizer({self._shown_url!r}, job_id={self.job_spec.job_id!r})"
+
+
+def _token_from_env() -> str | None:
+    """``ZEUS_BSO_TOKEN``, else the content of the file named by ``ZEUS_BSO_TOKEN_FILE``."""
+    if os.environ.get("ZEUS_BSO_TOKEN") is not None or not os.environ.get("ZEUS_BSO_TOKEN_FILE"):
+        return os.environ.get("ZEUS_BSO_TOKEN")
+    path = os.environ["ZEUS_BSO_TOKEN_FILE"]
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ZeusConfigError(
+            f"BatchSizeOptimizer: cannot read ZEUS_BSO_TOKEN_FILE={path!r}: {err}."
+        ) from err
+
+
+def _redact(text: str, token: str | None) -> str:
+    """``text`` with ``token`` and every URL password (``scheme://user:secret@``) replaced by ``***``."""
+    text = re.sub(r"([A-Za-z][A-Za-z0-9+.-]*://[^:@/\s]*):[^@/\s]*@", r"\1:***@", text)
+    return text.replace(token, "***") if token else text
 
 
 def _describe(budget: Mapping[str, Any] | None) -> str:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
@@ -68,6 +69,7 @@ __all__ = [
     "TrialRow",
     "EpochRow",
     "normalize_url",
+    "redact_url",
     "Database",
     "init_schema",
 ]
@@ -224,6 +226,19 @@ class EpochRow(Base):
     trial: Mapped[TrialRow] = relationship(back_populates="epoch_reports")
 
 
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<user>[^:@/]*):(?P<secret>[^@/]*)@")
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the password of every ``scheme://user:password@`` in it replaced by ``***``.
+
+    Example:
+        >>> redact_url("mysql://bso:hunter2@db/bso")
+        'mysql://bso:***@db/bso'
+    """
+    return _USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:***@", text)
+
+
 def normalize_url(url_or_path: str | Path) -> str:
     """Turn a file path or a database URL into a SQLAlchemy async URL.
 
@@ -244,10 +259,11 @@ def normalize_url(url_or_path: str | Path) -> str:
         raise ZeusConfigError("bso database: empty database URL; pass a file path or postgresql://...")
     if "://" not in text:
         return "sqlite+aiosqlite:///" + str(Path(text).expanduser().resolve())
+    shown = redact_url(text)  # messages never carry the password
     try:
         url = make_url(text)
-    except ArgumentError as err:
-        raise ZeusConfigError(f"bso database: cannot parse database URL {text!r}: {err}") from err
+    except ArgumentError:
+        raise ZeusConfigError(f"bso database: cannot parse database URL {shown!r}.") from None
     backend, _, driver = url.drivername.partition("+")
     if backend == "postgres":
         backend = "postgresql"
@@ -268,9 +284,12 @@ def normalize_url(url_or_path: str | Path) -> str:
         url = url.set(drivername="postgresql+asyncpg")
     else:
         raise ZeusConfigError(
-            f"bso database: unsupported database {backend!r} in {text!r}; use a SQLite file path or postgresql://..."
+            f"bso database: unsupported database {backend!r} in {shown!r}; use a SQLite file path or postgresql://..."
         )
     return url.render_as_string(hide_password=False)
+
+
+_READ_ONLY = "zeus_read_only"
 
 
 def _configure_sqlite(engine: AsyncEngine) -> None:
@@ -284,7 +303,10 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
 
     @event.listens_for(engine.sync_engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # Writers take the write lock at once (no upgrade deadlocks); a read-only check such as
+        # /health's reads the last commit beside a running writer (WAL) instead of waiting for it.
+        read_only = conn.get_execution_options().get(_READ_ONLY, False)
+        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
 
 class Database:
@@ -340,6 +362,7 @@ class Database:
     async def schema_version(self) -> int | None:
         """The version recorded in the database, or ``None`` when it has no schema table."""
         async with self.engine.connect() as conn:
+            conn = await conn.execution_options(**{_READ_ONLY: True})
             return await conn.run_sync(_read_version)
 
     async def dispose(self) -> None:

@@ -14,12 +14,36 @@ Example:
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from typing import Any, Mapping
 
-__all__ = ["HeartbeatSender"]
+__all__ = ["HeartbeatSender", "heartbeat_interval", "MIN_INTERVAL_S", "MAX_INTERVAL_S"]
 
 logger = logging.getLogger(__name__)
+
+MIN_INTERVAL_S = 1.0
+"""Shortest time between two heartbeats, s, whatever the server asks (no flood of requests)."""
+
+MAX_INTERVAL_S = 3600.0
+"""Longest time between two heartbeats, s (a huge figure must not stop them, or the thread)."""
+
+DEFAULT_INTERVAL_S = 60.0
+"""Interval when the server's heartbeat timeout is not a usable number, s."""
+
+
+def heartbeat_interval(server_timeout_s: object) -> float:
+    """A third of the server's heartbeat timeout, within [:data:`MIN_INTERVAL_S`, :data:`MAX_INTERVAL_S`], s.
+
+    Example:
+        >>> [heartbeat_interval(t) for t in (180.0, 0.003, 1e308, "x")]
+        [60.0, 1.0, 3600.0, 60.0]
+    """
+    if isinstance(server_timeout_s, bool) or not isinstance(server_timeout_s, (int, float)):
+        return DEFAULT_INTERVAL_S
+    if math.isnan(server_timeout_s):
+        return DEFAULT_INTERVAL_S
+    return float(min(max(server_timeout_s / 3, MIN_INTERVAL_S), MAX_INTERVAL_S))
 
 
 class HeartbeatSender:
@@ -44,7 +68,7 @@ class HeartbeatSender:
         self.server_url = server_url
         self.path = path
         self.headers = dict(headers)
-        self.interval_s = float(interval_s)
+        self.interval_s = min(max(float(interval_s), MIN_INTERVAL_S), MAX_INTERVAL_S)
         self.timeout_s = float(timeout_s)
         self.sent = 0
         self._stop = threading.Event()

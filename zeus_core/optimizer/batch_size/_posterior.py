@@ -26,6 +26,10 @@ _FALLBACK_RELATIVE_STD = 0.25
 # Most trials' worth of weight the pooled epochs-to-target gets in an arm's estimate. Without a
 # cap, arms whose mean epochs happen to agree would be judged by their cost per epoch alone.
 _MAX_EPOCH_PSEUDO_OBS = 10.0
+# Below these a cost (J) or a cost variance (J²) is zero: no meter resolves a microjoule, and
+# dividing by such figures would overflow (e.g. 1 / (1e-300)²).
+_TINY_COST_J = 1e-6
+_TINY_VARIANCE_J2 = 1e-12
 
 
 @dataclass(frozen=True)
@@ -100,7 +104,7 @@ def posteriors(
             # Cost per epoch × epochs-to-target shrunk towards the pooled count.
             weight = epoch_weight
             m = sum(xs) / sum(arm_epochs) * (sum(arm_epochs) + weight * pooled_epochs) / (n + weight)
-        if noise_var <= 0.0:
+        if noise_var <= _TINY_VARIANCE_J2:
             out[b] = ArmPosterior(m, 0.0, n, failures[b])
             continue
         data_prec = (n + weight) / noise_var
@@ -145,8 +149,8 @@ def _pooled_relative_variance(samples: dict[int, list[float]]) -> float:
         if n < 2:
             continue
         m = sum(xs) / n
-        if m <= 0:
+        if m <= _TINY_COST_J:
             continue
-        num += sum((x - m) ** 2 for x in xs) / (m * m)
+        num += sum((x / m - 1.0) ** 2 for x in xs)
         dof += n - 1
     return num / dof if dof else _FALLBACK_RELATIVE_STD**2

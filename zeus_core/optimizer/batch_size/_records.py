@@ -24,9 +24,12 @@ from zeus_core.optimizer.batch_size._api_models import (
 )
 from zeus_core.optimizer.batch_size._bandit import BatchSizeBandit, Observation
 from zeus_core.optimizer.batch_size._db import EpochRow, JobRow, TrialRow
+from zeus_core.optimizer.batch_size._limits import clamp_cost, clamp_spec_dict
 from zeus_core.optimizer.batch_size._spec import JobSpec
 
 __all__ = [
+    "JobNotFoundError",
+    "TrialNotFoundError",
     "ConflictError",
     "InvalidReportError",
     "finite_cost",
@@ -46,8 +49,36 @@ ENDED = (TrialStatus.CONVERGED.value, TrialStatus.FAILED.value)
 """Statuses of a trial that ended; only these feed the bandit."""
 
 
+class JobNotFoundError(ZeusConfigError):
+    """The job id is not registered (HTTP 404).
+
+    Attributes:
+        field: The request field that holds the missing id (``job_id``).
+    """
+
+    field = "job_id"
+
+
+class TrialNotFoundError(ZeusConfigError):
+    """The job has no trial with that number (HTTP 404).
+
+    Attributes:
+        field: The request field that holds the missing id (``trial_number``).
+    """
+
+    field = "trial_number"
+
+
 class ConflictError(ZeusConfigError):
-    """The request contradicts what is stored (HTTP 409); nothing was written."""
+    """The request contradicts what is stored (HTTP 409); nothing was written.
+
+    Attributes:
+        fields: The request fields that conflict (the 409 names each).
+    """
+
+    def __init__(self, message: str, fields: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.fields = tuple(fields)
 
 
 class InvalidReportError(ZeusConfigError):
@@ -91,7 +122,8 @@ def check_same_epoch(stored: EpochRow, report: EpochReport, reporters: int = 1) 
     parts = ", ".join(f"{k} (stored {have[k]!r}, sent {sent[k]!r})" for k in diff)
     taken = f" by all {reporters} reporters of this job" if reporters > 1 else ""
     raise ConflictError(
-        f"epoch {stored.epoch} of this trial was already reported{taken} with different values: {parts}."
+        f"epoch {stored.epoch} of this trial was already reported{taken} with different values: {parts}.",
+        diff,
     )
 
 
@@ -99,7 +131,8 @@ def check_progress(last: EpochRow, report: EpochReport) -> None:
     """Refuse an epoch report out of order (409) or going back in time or energy (422)."""
     if report.epoch < last.epoch:
         raise ConflictError(
-            f"epoch {report.epoch} arrived after epoch {last.epoch}; report epochs in increasing order."
+            f"epoch {report.epoch} arrived after epoch {last.epoch}; report epochs in increasing order.",
+            ["epoch"],
         )
     check_progress_values(last.time_s, last.energy_j, last.epoch, report.time_s, report.energy_j)
 
@@ -127,8 +160,12 @@ def trial_out(trial: TrialRow, *, recorded: bool = True) -> TrialOut:
 
 
 def spec_of(job: JobRow) -> JobSpec:
-    """The job's spec, from its stored JSON."""
-    return JobSpec.from_dict(json.loads(job.spec_json))
+    """The job's spec, from its stored JSON (numbers stored before today's bounds are clamped into them)."""
+    data = json.loads(job.spec_json)
+    try:
+        return JobSpec.from_dict(data)
+    except ZeusConfigError:
+        return JobSpec.from_dict(clamp_spec_dict(data))
 
 
 def reached(spec: JobSpec, metric: float | None) -> bool:
@@ -143,13 +180,20 @@ def budget_out(bandit: BatchSizeBandit) -> BudgetOut:
     return BudgetOut.model_validate(bandit.budget().to_dict())
 
 
-def observations(trials: Sequence[TrialRow]) -> list[Observation]:
-    """The ended trials as the bandit's observations, in completion order."""
+def observations(trials: Sequence[TrialRow], batch_sizes: Sequence[int] | None = None) -> list[Observation]:
+    """The ended trials as the bandit's observations, in completion order.
+
+    Stored costs are made safe (:func:`~zeus_core.optimizer.batch_size._limits.clamp_cost`: rows
+    written before the bounds may hold 1e300 J), and trials of a batch size the spec does not
+    list (``batch_sizes``, when given) are left out.
+    """
     ended = sorted((t for t in trials if t.status in ENDED), key=lambda t: t.completion_order or 0)
+    allowed = None if batch_sizes is None else set(batch_sizes)
     # ``epochs`` is the last epoch reported through on_epoch_end (0 when none was).
     return [
-        Observation(t.batch_size, float(t.cost or 0.0), bool(t.converged), epochs=t.epochs or 0)
+        Observation(t.batch_size, clamp_cost(t.cost), bool(t.converged), epochs=max(0, int(t.epochs or 0)))
         for t in ended
+        if allowed is None or t.batch_size in allowed
     ]
 
 

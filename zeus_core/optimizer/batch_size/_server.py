@@ -21,16 +21,24 @@ POST    ``/jobs/{job_id}/trials/{n}/heartbeat``     the client is alive (the hea
 GET     ``/health``                                 liveness and schema version (no token needed)
 ======  ==========================================  ==================================================
 
+Before any route, :mod:`~zeus_core.optimizer.batch_size._gate` checks the Host header (DNS
+rebinding), browser origins, the token (every path but ``/health``, the API docs included, before
+the body is read), the content type and the body's size and arrival time.
+
 Zeus 0.16's routes are served too (see :mod:`~zeus_core.optimizer.batch_size._zeus_compat`), so
 its published client works against this server.
 
 Errors are ``{"message": ..., "errors": [{"field", "problem"}]}``: 400 a body that cannot be
-decoded, 401 without the token (when one
-is set), 404 unknown job or trial (``errors`` names ``job_id`` or ``trial_number``), 409 conflict
-with stored data, 413 a body above the size limit (refused before it is parsed), 422 invalid
-request (the message names each field and its problem; JSON types are not coerced: ``true`` is
-not an integer, ``"yes"`` is not a boolean). Nothing is written for any of them. Replies never
-echo a large body: each problem is clipped and at most 20 are listed.
+decoded or an unexpected Host, 401 without the token (when one is set; field ``Authorization
+(header)``), 403 a request from a web page of another origin, 404 unknown job or trial (``errors``
+names ``job_id`` or ``trial_number``), 408 a body that did not arrive in time, 409 conflict with
+stored data (``errors`` names each conflicting field), 413 a body above the size limit (refused
+before it is parsed), 415 a body that is not JSON, 422 invalid request (the message names each
+field, its problem and, for a number out of range, its unit, bound and why; JSON types are not
+coerced: ``true`` is not an integer, ``"yes"`` is not a boolean), 500 an internal or database
+error (a generic message with a reference; the details are in the server log only). Nothing is
+written for any of them. Replies never echo a large body: each problem is clipped and at most 20
+are listed.
 
 Example:
     >>> import os, tempfile
@@ -47,12 +55,13 @@ import asyncio
 import contextlib
 import logging
 import re
+import secrets
 import time
 from pathlib import Path
-from typing import Annotated, Any, AsyncIterator, Callable
+from typing import Annotated, Any, AsyncIterator, Callable, Collection
 
 try:
-    from fastapi import APIRouter, Body, Depends, FastAPI, Header, Request, Response
+    from fastapi import APIRouter, Body, FastAPI, Request, Response
     from fastapi import Path as PathParam
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
@@ -78,9 +87,10 @@ from zeus_core.optimizer.batch_size._api_models import (
     TrialRequest,
     TrialResult,
 )
-from zeus_core.optimizer.batch_size._auth import authorized, normalize_token
-from zeus_core.optimizer.batch_size._body_limit import DEFAULT_MAX_BODY_BYTES, BodySizeLimit
+from zeus_core.optimizer.batch_size._auth import normalize_token
 from zeus_core.optimizer.batch_size._db import Database
+from zeus_core.optimizer.batch_size._gate import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_BODY_BYTES, RequestGate
+from zeus_core.optimizer.batch_size._limits import MAX_INT, MAX_TRIALS_PER_JOB, explain
 from zeus_core.optimizer.batch_size._service import (
     DEFAULT_HEARTBEAT_TIMEOUT_S,
     DEFAULT_TRIAL_TIMEOUT_S,
@@ -90,7 +100,6 @@ from zeus_core.optimizer.batch_size._service import (
     JobNotFoundError,
     TrialNotFoundError,
 )
-from zeus_core.optimizer.batch_size._spec import MAX_INT
 from zeus_core.optimizer.batch_size._zeus_compat import (
     RegisterBody,
     ZeusRegisteredJob,
@@ -124,19 +133,36 @@ def _problem_from_validation(error: dict[str, Any]) -> FieldProblem:
         return FieldProblem(
             field="body", problem=f"not valid JSON ({detail})" if detail else "not valid JSON"
         )
+    return FieldProblem(field=_clip(_field_name(where, rest)), problem=_clip(_problem_text(error, rest)))
+
+
+def _field_name(where: str, rest: list[Any]) -> str:
+    """``batch_sizes[3]``, ``job_id (path)``: the location pydantic gives, as the client wrote it."""
     field = ""
     for part in rest:
         field += f"[{part}]" if isinstance(part, int) else (f".{part}" if field else str(part))
     if not field:
-        field = where
-    elif where != "body":
-        field = f"{field} ({where})"
+        return where
+    return field if where == "body" else f"{field} ({where})"
+
+
+def _problem_text(error: dict[str, Any], rest: list[Any]) -> str:
+    """The message of pydantic, plainer for unknown and missing fields; a bound gets its unit and reason."""
+    kind = error.get("type")
+    if kind == "extra_forbidden":
+        return "unknown field (not part of this request's schema)"
+    if kind == "missing":
+        return "required but missing"
     problem = str(error.get("msg", "invalid"))
-    if error.get("type") == "extra_forbidden":
-        problem = "unknown field (not part of this request's schema)"
-    elif error.get("type") == "missing":
-        problem = "required but missing"
-    return FieldProblem(field=_clip(field), problem=_clip(problem))
+    if kind in _BOUND_ERRORS:
+        names = [part for part in rest if isinstance(part, str)]
+        note = explain(names[-1]) if names else None
+        if note:
+            problem = f"{problem} ({note})"
+    return problem
+
+
+_BOUND_ERRORS = frozenset({"less_than_equal", "less_than", "greater_than_equal", "greater_than", "too_long"})
 
 
 def _error(
@@ -170,6 +196,7 @@ def _install_error_handlers(app: FastAPI) -> None:
             problems = [FieldProblem(field=exc.field, problem=_clip(str(exc)))]
         elif isinstance(exc, ConflictError):
             status = 409
+            problems = [FieldProblem(field=f, problem=_clip(str(exc))) for f in exc.fields]
         elif isinstance(exc, InvalidReportError):
             problems = [FieldProblem(field=exc.field, problem=_clip(str(exc)))]
         else:
@@ -191,11 +218,14 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
-        logger.exception("%s %s failed", request.method, request.url.path)
+        # A database error's text holds the SQL statement and its parameters: the log has them,
+        # the client gets a reference to find them there.
+        reference = secrets.token_hex(4)
+        logger.exception("%s %s failed (reference %s)", request.method, request.url.path, reference)
         return _error(
             500,
-            f"{request.method} {request.url.path}: internal error ({type(exc).__name__}: {exc}); "
-            "nothing was written; see the server log.",
+            f"{request.method} {request.url.path}: internal error (reference {reference}); nothing was "
+            "written. The server's log has the details under this reference.",
         )
 
 
@@ -206,25 +236,6 @@ def _allowed_methods(request: Request) -> list[str]:
         if isinstance(route, APIRoute) and route.path_regex.match(request.url.path):
             methods |= route.methods or set()
     return sorted(methods)
-
-
-def _token_dependency(token: str) -> Callable[..., Any]:
-    async def _check(authorization: str | None = Header(default=None)) -> None:
-        if authorization is None:
-            raise HTTPException(
-                401,
-                "missing 'Authorization: Bearer <token>' header; this server requires "
-                "its token (--token / ZEUS_BSO_TOKEN; Zeus 0.16's client: http://zeus:<token>@host:port).",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-        if not authorized(authorization, token):
-            raise HTTPException(
-                401,
-                "the token does not match this server's token.",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-
-    return _check
 
 
 def _sweep_interval_s(service: BatchSizeService) -> float:
@@ -251,15 +262,18 @@ def create_app(
     echo_sql: bool = False,
     clock: Callable[[], float] = time.time,
     sweep_interval_s: float | None = None,
+    allowed_hosts: Collection[str] | None = None,
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
+    max_trials_per_job: int = MAX_TRIALS_PER_JOB,
 ) -> FastAPI:
     """Build the service's FastAPI app; the schema is created or migrated when it starts.
 
     Args:
         database: A SQLite file path, a database URL (``sqlite:///...``, ``postgresql://...``) or
             a :class:`Database`.
-        token: Shared secret of at least 16 characters; when set, every ``/jobs`` route needs
-            ``Authorization: Bearer <token>`` (or basic auth with the token as password). ``None``,
-            empty or whitespace-only: no token.
+        token: Shared secret of at least 16 characters; when set, every path but ``/health`` (the
+            API docs and schema included) needs ``Authorization: Bearer <token>`` (or basic auth
+            with the token as password). ``None``, empty or whitespace-only: no token.
         trial_timeout_s: A running trial without any contact for this long expires, s.
         heartbeat_timeout_s: A running trial whose client sends heartbeats expires after this
             long without a report or heartbeat, s.
@@ -268,6 +282,10 @@ def create_app(
         clock: Current time in s since the epoch (for tests).
         sweep_interval_s: How often stale trials of every job are expired, s; default a quarter
             of the shorter timeout, within [1, 60] s.
+        allowed_hosts: Host names the ``Host`` header may carry (``"*"``: any); default: any
+            with a token, only ``localhost``/``127.0.0.1``/``::1`` without (DNS rebinding).
+        body_timeout_s: Longest time to receive a request body, s (408 past it).
+        max_trials_per_job: Most trials of one job (409 beyond).
 
     Returns:
         The app; serve it with uvicorn (``zeus-suite bso-server`` does).
@@ -279,9 +297,15 @@ def create_app(
     token = normalize_token(token, where="create_app")
     if isinstance(max_body_bytes, bool) or not isinstance(max_body_bytes, int) or max_body_bytes < 1:
         raise ZeusConfigError(f"create_app: max_body_bytes={max_body_bytes!r} must be an integer >= 1 byte.")
+    if not isinstance(body_timeout_s, (int, float)) or not 0 < body_timeout_s < float("inf"):
+        raise ZeusConfigError(f"create_app: body_timeout_s={body_timeout_s!r} must be a finite number > 0 s.")
     db = database if isinstance(database, Database) else Database(database, echo_sql=echo_sql)
     service = BatchSizeService(
-        db, trial_timeout_s=trial_timeout_s, heartbeat_timeout_s=heartbeat_timeout_s, clock=clock
+        db,
+        trial_timeout_s=trial_timeout_s,
+        heartbeat_timeout_s=heartbeat_timeout_s,
+        clock=clock,
+        max_trials_per_job=max_trials_per_job,
     )
     interval_s = _sweep_interval_s(service) if sweep_interval_s is None else float(sweep_interval_s)
 
@@ -310,7 +334,13 @@ def create_app(
 
     app = FastAPI(title="Zeus Suite batch-size optimizer", version=__version__, lifespan=lifespan)
     app.state.service = service
-    app.add_middleware(BodySizeLimit, max_body_bytes=max_body_bytes)
+    app.add_middleware(
+        RequestGate,
+        token=token,
+        allowed_hosts=allowed_hosts,
+        max_body_bytes=max_body_bytes,
+        body_timeout_s=body_timeout_s,
+    )
     _install_error_handlers(app)
 
     @app.get("/health")
@@ -321,10 +351,9 @@ def create_app(
             "database": "sqlite" if db.is_sqlite else "postgresql",
         }
 
-    router = APIRouter(
-        dependencies=[Depends(_token_dependency(token))] if token else [],
+    router = APIRouter(  # the token, Host and content type are checked by the RequestGate before this
         strict_content_type=False,  # Zeus 0.16's client posts JSON without a Content-Type header
-        responses={c: {"model": ErrorResponse} for c in (400, 401, 404, 409, 413, 422)},
+        responses={c: {"model": ErrorResponse} for c in (400, 401, 403, 404, 408, 409, 413, 415, 422)},
     )
     add_zeus_routes(router, service)  # first: GET /jobs/batch_size before GET /jobs/{job_id}
     _add_routes(router, service)

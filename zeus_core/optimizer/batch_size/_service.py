@@ -1,15 +1,19 @@
 """What the batch-size optimizer service does, one database transaction per call (no HTTP here).
 
 Every call locks the job's row first (``SELECT ... FOR UPDATE`` on PostgreSQL; SQLite serialises
-whole transactions), expires stale trials, rebuilds the :class:`BatchSizeBandit` from the job's
-finished trials in completion order, and then reads or writes. So two trials started at the
+whole transactions), expires stale trials, brings the job's :class:`BatchSizeBandit` up to date
+with the trials that ended since it was last used (:mod:`~zeus_core.optimizer.batch_size._history`:
+the bandit is what its finished trials in completion order make it, rebuilt when in doubt), and
+then reads or writes; the bandit's work runs off the event loop. So two trials started at the
 same moment get distinct trial numbers, each sees the other as pending, and a restarted server
 continues from exactly what was committed.
 
 Rules:
 
 * **Trial numbers** start at 1 and are never reused. A request id (sent by the client) makes
-  starting a trial idempotent: retrying returns the same trial.
+  starting a trial idempotent: retrying returns the same trial. A job has at most
+  ``max_trials_per_job`` trials (409 beyond: register the job anew), which bounds the history the
+  bandit reads.
 * **Epoch reports** carry cumulative time (s) and energy (J). The answer says stop when the
   metric reached the target (the trial ends ``converged``), or when
   :meth:`BatchSizeBandit.should_stop` says so, given the cost so far and the last epoch's cost as
@@ -39,7 +43,7 @@ import logging
 import time
 from typing import Callable
 
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -58,17 +62,26 @@ from zeus_core.optimizer.batch_size._api_models import (
 )
 from zeus_core.optimizer.batch_size._bandit import BatchSizeBandit
 from zeus_core.optimizer.batch_size._db import Database, EpochRow, JobRow, TrialRow
+from zeus_core.optimizer.batch_size._history import (
+    JOB_ID_RULE,
+    BanditCache,
+    expire_stale,
+    job_id_problem,
+    off_loop,
+)
+from zeus_core.optimizer.batch_size._limits import MAX_TRIALS_PER_JOB
 from zeus_core.optimizer.batch_size._records import (
     ENDED,
     ConflictError,
     InvalidReportError,
+    JobNotFoundError,
+    TrialNotFoundError,
     budget_out,
     check_progress,
     check_progress_values,
     check_same_epoch,
     decision,
     finite_cost,
-    observations,
     reached,
     spec_of,
     trial_out,
@@ -94,29 +107,8 @@ DEFAULT_HEARTBEAT_TIMEOUT_S = 180.0
 """Default time without a report or heartbeat after which a running trial whose client sends
 heartbeats expires, s. The suite's client sends one every third of it."""
 
-_FORBIDDEN_JOB_ID_CHARS = "/\\?#"
 RESERVED_JOB_IDS = frozenset({"batch_size"})
 """Job ids that a route would shadow (``GET /jobs/batch_size`` is Zeus 0.16's "next batch size")."""
-
-
-class JobNotFoundError(ZeusConfigError):
-    """The job id is not registered (HTTP 404).
-
-    Attributes:
-        field: The request field that holds the missing id (``job_id``).
-    """
-
-    field = "job_id"
-
-
-class TrialNotFoundError(ZeusConfigError):
-    """The job has no trial with that number (HTTP 404).
-
-    Attributes:
-        field: The request field that holds the missing id (``trial_number``).
-    """
-
-    field = "trial_number"
 
 
 class BatchSizeService:
@@ -128,6 +120,7 @@ class BatchSizeService:
         heartbeat_timeout_s: Time without a report or heartbeat after which a running trial
             whose client sends heartbeats expires, s (> 0).
         clock: Returns the current time in s since the epoch (tests inject a fake one).
+        max_trials_per_job: Most trials of one job (>= 1); starting one more is a conflict (409).
 
     Example:
         >>> import asyncio, os, tempfile
@@ -150,7 +143,16 @@ class BatchSizeService:
         trial_timeout_s: float = DEFAULT_TRIAL_TIMEOUT_S,
         heartbeat_timeout_s: float = DEFAULT_HEARTBEAT_TIMEOUT_S,
         clock: Callable[[], float] = time.time,
+        max_trials_per_job: int = MAX_TRIALS_PER_JOB,
     ) -> None:
+        if (
+            isinstance(max_trials_per_job, bool)
+            or not isinstance(max_trials_per_job, int)
+            or max_trials_per_job < 1
+        ):
+            raise ZeusConfigError(
+                f"BatchSizeService: max_trials_per_job={max_trials_per_job!r} must be an integer >= 1."
+            )
         for name, value in (
             ("trial_timeout_s", trial_timeout_s),
             ("heartbeat_timeout_s", heartbeat_timeout_s),
@@ -160,7 +162,9 @@ class BatchSizeService:
         self.db = db
         self.trial_timeout_s = float(trial_timeout_s)
         self.heartbeat_timeout_s = float(heartbeat_timeout_s)
+        self.max_trials_per_job = max_trials_per_job
         self._clock = clock
+        self.bandits = BanditCache()
 
     # ----------------------------------------------------------------- jobs
     async def register(self, spec: JobSpec) -> bool:
@@ -173,12 +177,10 @@ class BatchSizeService:
             ConflictError: The job id is registered with a different spec (names the fields).
             InvalidReportError: The job id holds a character that cannot appear in a URL path.
         """
-        bad = sorted({c for c in spec.job_id if c in _FORBIDDEN_JOB_ID_CHARS or not c.isprintable()})
-        if bad or len(spec.job_id) > 255:
+        problem = job_id_problem(spec.job_id)
+        if problem is not None:
             raise InvalidReportError(
-                "job_id",
-                f"job_id={spec.job_id[:300]!r} must be at most 255 printable characters without "
-                f"{list(_FORBIDDEN_JOB_ID_CHARS)} (found {bad or 'too many characters'}).",
+                "job_id", f"job_id={spec.job_id[:300]!r}: {problem}; a job id is {JOB_ID_RULE}."
             )
         if spec.job_id in RESERVED_JOB_IDS:
             raise InvalidReportError(
@@ -215,7 +217,8 @@ class BatchSizeService:
                 )
                 raise ConflictError(
                     f"job {spec.job_id!r} is already registered with a different spec: {parts}. "
-                    f"Use another job_id, or DELETE /jobs/{spec.job_id} first (this drops its history)."
+                    f"Use another job_id, or DELETE /jobs/{spec.job_id} first (this drops its history).",
+                    diff,
                 )
             return False
 
@@ -224,6 +227,7 @@ class BatchSizeService:
         async with self.db.transaction() as session:
             job = await self._lock_job(session, job_id)
             await session.delete(job)
+        self.bandits.drop(job_id)
         logger.info("Deleted job %s", job_id)
 
     async def job_state(self, job_id: str) -> JobState:
@@ -239,27 +243,32 @@ class BatchSizeService:
                 )
             )
             spec = spec_of(job)
-            bandit = BatchSizeBandit(spec, observations(trials))
+            bandit, entry = await self.bandits.bandit(session, job, spec)
+            summary, budget = await off_loop(lambda: (bandit.summary(), budget_out(bandit)))
             counts = {s.value: 0 for s in TrialStatus}
             for t in trials:
                 counts[t.status] += 1
-            return JobState(
+            state = JobState(
                 job_id=job_id,
                 spec=spec.to_dict(),
                 created_at=job.created_at,
                 trials=[trial_out(t) for t in trials],
                 counts=counts,
-                bandit=bandit.summary(),
-                budget=budget_out(bandit),
+                bandit=summary,
+                budget=budget,
             )
+        self.bandits.put(job_id, entry)
+        return state
 
     async def job_budget(self, job_id: str) -> BudgetOut:
         """The job's cumulative cost against its default's, and the exploration budget left (J)."""
         async with self.db.transaction() as session:
             job = await self._lock_job(session, job_id)
             await self._expire_stale(session, job_id)
-            trials = await self._trials(session, job_id)
-            return budget_out(BatchSizeBandit(spec_of(job), observations(trials)))
+            bandit, entry = await self.bandits.bandit(session, job, spec_of(job))
+            budget = await off_loop(budget_out, bandit)
+        self.bandits.put(job_id, entry)
+        return budget
 
     # --------------------------------------------------------------- trials
     async def new_trial(
@@ -274,49 +283,79 @@ class BatchSizeService:
 
         Returns:
             The trial, and whether it was started by this call (``False`` for a repeated request id).
+
+        Raises:
+            ConflictError: The job has ``max_trials_per_job`` trials already.
         """
         async with self.db.transaction() as session:
             job = await self._lock_job(session, job_id)
             await self._expire_stale(session, job_id)
             spec = spec_of(job)
-            trials = await self._trials(session, job_id)
-            bandit = BatchSizeBandit(spec, observations(trials))
-            if request_id is not None:
-                for t in trials:
-                    if t.request_id == request_id:
-                        return self._assignment(job_id, t.trial_number, t.batch_size, bandit), False
-            pending = [t.batch_size for t in trials if t.status == TrialStatus.RUNNING.value]
-            number = job.next_trial_number
-            batch_size = bandit.next_batch_size(number, pending)
-            job.next_trial_number = number + 1
-            now = self._clock()
-            session.add(
-                TrialRow(
-                    job_id=job_id,
-                    trial_number=number,
-                    request_id=request_id,
-                    batch_size=batch_size,
-                    status=TrialStatus.RUNNING.value,
-                    created_at=now,
-                    last_seen_at=now,
-                    epochs=0,
-                    heartbeat=heartbeat,
+            bandit, entry = await self.bandits.bandit(session, job, spec)
+            started = await self._start_trial(session, job, bandit, request_id, heartbeat)
+        self.bandits.put(job_id, entry)
+        return started
+
+    async def _start_trial(
+        self,
+        session: AsyncSession,
+        job: JobRow,
+        bandit: BatchSizeBandit,
+        request_id: str | None,
+        heartbeat: bool,
+    ) -> tuple[TrialAssignment, bool]:
+        job_id = job.job_id
+        if request_id is not None:
+            t = await session.scalar(
+                select(TrialRow).where(TrialRow.job_id == job_id, TrialRow.request_id == request_id)
+            )
+            if t is not None:
+                return await off_loop(self._assignment, job_id, t.trial_number, t.batch_size, bandit), False
+        number = job.next_trial_number
+        if number > self.max_trials_per_job:
+            raise ConflictError(
+                f"job {job_id!r} has {number - 1} trials, this server's most per job "
+                f"(--max-trials-per-job {self.max_trials_per_job}); register the job under a new job_id "
+                f"(its history starts afresh), or DELETE /jobs/{job_id} first.",
+                ["job_id"],
+            )
+        pending = list(
+            await session.scalars(
+                select(TrialRow.batch_size).where(
+                    TrialRow.job_id == job_id, TrialRow.status == TrialStatus.RUNNING.value
                 )
             )
-            budget = bandit.budget()
-            logger.info(
-                "%s trial %d: batch size %d (%s; %d pending); cost so far %.1f J, default's %.1f J, "
-                "budget left %.1f J",
-                job_id,
-                number,
-                batch_size,
-                bandit.phase.value,
-                len(pending),
-                budget.cost_j,
-                budget.default_cost_j,
-                budget.remaining_j,
+        )
+        batch_size = await off_loop(bandit.next_batch_size, number, pending)
+        job.next_trial_number = number + 1
+        now = self._clock()
+        session.add(
+            TrialRow(
+                job_id=job_id,
+                trial_number=number,
+                request_id=request_id,
+                batch_size=batch_size,
+                status=TrialStatus.RUNNING.value,
+                created_at=now,
+                last_seen_at=now,
+                epochs=0,
+                heartbeat=heartbeat,
             )
-            return self._assignment(job_id, number, batch_size, bandit), True
+        )
+        budget = await off_loop(bandit.budget)
+        logger.info(
+            "%s trial %d: batch size %d (%s; %d pending); cost so far %.1f J, default's %.1f J, "
+            "budget left %.1f J",
+            job_id,
+            number,
+            batch_size,
+            bandit.phase.value,
+            len(pending),
+            budget.cost_j,
+            budget.default_cost_j,
+            budget.remaining_j,
+        )
+        return await off_loop(self._assignment, job_id, number, batch_size, bandit), True
 
     def _assignment(
         self, job_id: str, number: int, batch_size: int, bandit: BatchSizeBandit
@@ -386,14 +425,13 @@ class BatchSizeService:
             if last is not None:
                 check_progress(last, report)
             self._revive(trial)
-            trials = await self._trials(session, job_id)
-            bandit = BatchSizeBandit(spec, observations(trials))
-            threshold = bandit.early_stop_threshold()
+            bandit, entry = await self.bandits.bandit(session, job, spec)
+            threshold = await off_loop(bandit.early_stop_threshold)
             last_epoch, last_cost = (last.epoch, last.cost) if last is not None else (0, 0.0)
             per_epoch = (cost - last_cost) / (report.epoch - last_epoch)
             if reached(spec, report.metric):
                 stop, reason = True, StopReason.TARGET_REACHED
-            elif bandit.should_stop(cost, report.epoch, per_epoch):
+            elif await off_loop(bandit.should_stop, cost, report.epoch, per_epoch):
                 stop = True
                 reason = StopReason.MAX_EPOCHS if report.epoch >= spec.max_epochs else StopReason.EARLY_STOP
             else:
@@ -432,7 +470,9 @@ class BatchSizeService:
                 cost,
                 reason.value,
             )
-            return decision(job_id, trial, report.epoch, stop, reason, cost, threshold)
+            answer = decision(job_id, trial, report.epoch, stop, reason, cost, threshold)
+        self.bandits.put(job_id, entry)
+        return answer
 
     async def report_result(self, job_id: str, trial_number: int, result: TrialResult) -> TrialOut:
         """Record a trial's final result (see the module rules for repeats and ended trials)."""
@@ -464,7 +504,8 @@ class BatchSizeService:
                     raise ConflictError(
                         f"trial {trial_number} of job {job_id!r} already has a result that differs "
                         f"in {parts}; "
-                        "a trial's result is recorded once. Start a new trial for a new run."
+                        "a trial's result is recorded once. Start a new trial for a new run.",
+                        diff,
                     )
                 return trial_out(trial)
             if trial.time_s is not None and trial.energy_j is not None:
@@ -500,13 +541,12 @@ class BatchSizeService:
 
     # -------------------------------------------------------------- helpers
     async def _lock_job(self, session: AsyncSession, job_id: str) -> JobRow:
+        if job_id_problem(job_id) is not None:  # never registered; and never sent to the database
+            raise JobNotFoundError(f"job {job_id[:300]!r} is not registered: a job id is {JOB_ID_RULE}.")
         job = await session.get(JobRow, job_id, with_for_update=True)
         if job is None:
             raise JobNotFoundError(f"job {job_id!r} is not registered; POST its spec to /jobs first.")
         return job
-
-    async def _trials(self, session: AsyncSession, job_id: str) -> list[TrialRow]:
-        return list(await session.scalars(select(TrialRow).where(TrialRow.job_id == job_id)))
 
     async def _trial(self, session: AsyncSession, job_id: str, trial_number: int) -> TrialRow:
         trial = await session.scalar(
@@ -524,36 +564,9 @@ class BatchSizeService:
 
     async def _expire_stale(self, session: AsyncSession, job_id: str | None) -> int:
         """Expire stale running trials of ``job_id`` (``None``: of every job); returns how many."""
-        now = self._clock()
-        expired = 0
-        # Heartbeat trials first, so that they get the more precise reason.
-        for reason, timeout_s, only_heartbeat in (
-            (StopReason.HEARTBEAT_TIMEOUT, self.heartbeat_timeout_s, True),
-            (StopReason.TIMEOUT, self.trial_timeout_s, False),
-        ):
-            query = update(TrialRow).where(
-                TrialRow.status == TrialStatus.RUNNING.value, TrialRow.last_seen_at < now - timeout_s
-            )
-            if job_id is not None:
-                query = query.where(TrialRow.job_id == job_id)
-            if only_heartbeat:
-                query = query.where(TrialRow.heartbeat.is_(True))
-            result = await session.execute(
-                query.values(status=TrialStatus.EXPIRED.value, end_reason=reason.value).execution_options(
-                    synchronize_session="fetch"
-                )
-            )
-            count = int(getattr(result, "rowcount", 0) or 0)
-            if count:
-                logger.warning(
-                    "%s: %d trial(s) expired after %.0f s without %s (what they reported is kept)",
-                    job_id if job_id is not None else "all jobs",
-                    count,
-                    timeout_s,
-                    "a report or heartbeat" if only_heartbeat else "contact",
-                )
-            expired += count
-        return expired
+        return await expire_stale(
+            session, job_id, self._clock(), self.heartbeat_timeout_s, self.trial_timeout_s
+        )
 
     @staticmethod
     def _revive(trial: TrialRow) -> None:

@@ -55,11 +55,10 @@ from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
 from zeus_core.exceptions import ZeusConfigError
+from zeus_core.optimizer.batch_size import _limits as limits
+from zeus_core.optimizer.batch_size._limits import MAX_INT
 
 __all__ = ["JobSpec", "MAX_INT"]
-
-MAX_INT = 2**31 - 1
-"""Largest batch size, epoch count or trial number (a 32-bit database integer)."""
 
 
 def _bad(field_name: str, value: Any, problem: str) -> ZeusConfigError:
@@ -89,6 +88,12 @@ def _checked_batch_sizes(sizes: Any) -> tuple[int, ...]:
     sizes = tuple(sizes)
     if not sizes:
         raise _bad("batch_sizes", sizes, "must not be empty; list the batch sizes the job may use.")
+    if len(sizes) > limits.MAX_BATCH_SIZES:
+        raise _bad(
+            "batch_sizes",
+            f"<{len(sizes)} batch sizes>",
+            f"lists more than {limits.MAX_BATCH_SIZES} batch sizes; a job explores a few dozen at most.",
+        )
     for b in sizes:
         if not _integer(b) or not 0 < b <= MAX_INT:
             raise _bad(
@@ -156,42 +161,62 @@ class JobSpec:
                 self.default_batch_size,
                 f"must be one of batch_sizes {self.batch_sizes}.",
             )
-        if not _finite(self.target_metric):
-            raise _bad("target_metric", self.target_metric, "must be a finite number.")
+        if not _finite(self.target_metric) or abs(self.target_metric) > limits.MAX_METRIC:
+            raise _bad(
+                "target_metric",
+                self.target_metric,
+                f"must be a finite number ({limits.explain('target_metric')}).",
+            )
         if not isinstance(self.higher_is_better, bool):
             raise _bad("higher_is_better", self.higher_is_better, "must be True or False.")
         self._check_integers()
         self._check_knobs()
         self._check_prior()
-        if not _finite(self.max_power_w) or self.max_power_w <= 0:
+        if (
+            not _finite(self.max_power_w)
+            or not limits.MIN_MAX_POWER_W <= self.max_power_w <= limits.MAX_MAX_POWER_W
+        ):
             raise _bad(
                 "max_power_w",
                 self.max_power_w,
-                "must be > 0: pass the maximum power limit × number of GPUs, W (e.g. 300.0 for one A40).",
+                f"must be the maximum power limit × number of GPUs ({limits.explain('max_power_w')}; "
+                "e.g. 300.0 for one A40).",
             )
 
     def _check_integers(self) -> None:
-        if not _integer(self.max_epochs) or not 1 <= self.max_epochs <= MAX_INT:
-            raise _bad("max_epochs", self.max_epochs, f"must be an integer within [1, {MAX_INT}].")
-        for name in ("window_size", "num_pruning_rounds", "seed"):
+        if not _integer(self.max_epochs) or not 1 <= self.max_epochs <= limits.MAX_EPOCHS:
+            raise _bad("max_epochs", self.max_epochs, f"must be an integer within [1, {limits.MAX_EPOCHS}].")
+        for name, high in (
+            ("window_size", limits.MAX_WINDOW_SIZE),
+            ("num_pruning_rounds", limits.MAX_PRUNING_ROUNDS),
+            ("seed", limits.MAX_SEED),
+        ):
             value = getattr(self, name)
-            if not _integer(value) or value < 0:
-                raise _bad(name, value, "must be an integer >= 0.")
-        if not _integer(self.reporters) or not 1 <= self.reporters <= MAX_INT:
+            if not _integer(value) or not 0 <= value <= high:
+                raise _bad(name, value, f"must be an integer within [0, {high}].")
+        if not _integer(self.reporters) or not 1 <= self.reporters <= limits.MAX_NUMBER_OF_GPUS:
             raise _bad(
-                "reporters", self.reporters, "must be an integer >= 1 (processes that report each epoch)."
+                "reporters",
+                self.reporters,
+                f"must be an integer within [1, {limits.MAX_NUMBER_OF_GPUS}] (ranks reporting each epoch).",
             )
 
     def _check_knobs(self) -> None:
         if not _finite(self.eta_knob) or not 0.0 <= self.eta_knob <= 1.0:
             raise _bad("eta_knob", self.eta_knob, "must be within [0, 1].")
-        if self.beta_knob is not None and (not _finite(self.beta_knob) or self.beta_knob <= 1.0):
-            raise _bad("beta_knob", self.beta_knob, "must be > 1, or None to disable early stopping.")
-        if self.slack is not None and (not _finite(self.slack) or self.slack < 0.0):
+        beta = self.beta_knob
+        if beta is not None and (not _finite(beta) or not 1.0 < beta <= limits.MAX_BETA):
+            raise _bad(
+                "beta_knob",
+                beta,
+                f"must be > 1 and at most {limits.MAX_BETA:g}, or None to disable early stopping.",
+            )
+        if self.slack is not None and (not _finite(self.slack) or not 0.0 <= self.slack <= limits.MAX_SLACK):
             raise _bad(
                 "slack",
                 self.slack,
-                "must be a fraction >= 0 (0 = never cost more than the default), or None for no budget.",
+                f"must be a fraction within [0, {limits.MAX_SLACK:g}] (0 = never cost more than the "
+                "default), or None for no budget.",
             )
 
     def _check_prior(self) -> None:
@@ -201,10 +226,11 @@ class JobSpec:
                 None,
                 "prior_mean and prior_std must be given together (or both None for no prior).",
             )
-        if self.prior_mean is not None and (not _finite(self.prior_mean) or self.prior_mean <= 0):
-            raise _bad("prior_mean", self.prior_mean, "must be a positive cost in J.")
-        if self.prior_std is not None and (not _finite(self.prior_std) or self.prior_std <= 0):
-            raise _bad("prior_std", self.prior_std, "must be a positive standard deviation in J.")
+        mean, std = self.prior_mean, self.prior_std
+        if mean is not None and (not _finite(mean) or not 0 < mean <= limits.MAX_COST_J):
+            raise _bad("prior_mean", mean, f"must be a positive cost ({limits.explain('prior_mean')}).")
+        if std is not None and (not _finite(std) or not limits.MIN_PRIOR_STD_J <= std <= limits.MAX_COST_J):
+            raise _bad("prior_std", std, f"must be a standard deviation in {limits.explain('prior_std')}.")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe dict of every field (``batch_sizes`` as a list)."""

@@ -41,6 +41,7 @@ from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from zeus_core.exceptions import ZeusConfigError
+from zeus_core.optimizer.batch_size import _limits as limits
 from zeus_core.optimizer.batch_size._api_models import (
     EpochReport,
     JobSpecModel,
@@ -50,12 +51,13 @@ from zeus_core.optimizer.batch_size._api_models import (
     TrialOut,
     TrialStatus,
 )
+from zeus_core.optimizer.batch_size._limits import MAX_INT
 from zeus_core.optimizer.batch_size._service import (
     BatchSizeService,
     InvalidReportError,
     TrialNotFoundError,
 )
-from zeus_core.optimizer.batch_size._spec import MAX_INT, JobSpec
+from zeus_core.optimizer.batch_size._spec import JobSpec
 from zeus_core.optimizer.batch_size._zeus_spec import zeus_job_id, zeus_job_spec
 
 __all__ = [
@@ -72,7 +74,6 @@ __all__ = [
 ]
 
 _STRICT = ConfigDict(extra="forbid", strict=True)
-_NUMBER = Field(ge=0.0, allow_inf_nan=False)
 
 
 class ZeusJobSpec(BaseModel):
@@ -82,22 +83,22 @@ class ZeusJobSpec(BaseModel):
 
     job_id: str | None = Field(default=None, min_length=1, max_length=255)
     job_id_prefix: str = Field(min_length=1, max_length=200)
-    batch_sizes: list[int] = Field(min_length=1)
+    batch_sizes: list[int] = Field(min_length=1, max_length=limits.MAX_BATCH_SIZES)
     default_batch_size: int = Field(gt=0, le=MAX_INT)
     eta_knob: float = 0.5
     beta_knob: float | None = 2.0
     target_metric: float = 0.5
     higher_is_better_metric: bool = True
-    max_epochs: int = Field(default=100, gt=0, le=MAX_INT)
+    max_epochs: int = Field(default=100, gt=0, le=limits.MAX_EPOCHS)
     num_pruning_rounds: int = Field(default=2, ge=0)
     window_size: int = Field(default=0, ge=0)
     mab_prior_mean: float = 0.0
     mab_prior_precision: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
-    mab_num_explorations: int = Field(default=2, ge=0)
-    mab_seed: int | None = Field(default=None, ge=0)
+    mab_num_explorations: int = Field(default=2, ge=0, le=MAX_INT)
+    mab_seed: int | None = Field(default=None, ge=0, le=limits.MAX_SEED)
     max_power: float = Field(gt=0, allow_inf_nan=False, description="max power limit x number of GPUs, W")
-    number_of_gpus: int = Field(gt=0)
-    gpu_model: str = Field(min_length=1)
+    number_of_gpus: int = Field(gt=0, le=limits.MAX_NUMBER_OF_GPUS)
+    gpu_model: str = Field(min_length=1, max_length=200)
 
 
 class ZeusRegisteredJob(ZeusJobSpec):
@@ -122,10 +123,12 @@ class ZeusTrialId(BaseModel):
 class ZeusTrainingResult(ZeusTrialId):
     """Zeus 0.16's ``TrainingResult``: cumulative time (s) and energy (J) after ``current_epoch`` epochs."""
 
-    time: float = _NUMBER
-    energy: float = _NUMBER
-    metric: float = Field(allow_inf_nan=False)
-    current_epoch: int = Field(ge=1, le=MAX_INT)
+    time: float = Field(ge=0.0, le=limits.MAX_TIME_S, allow_inf_nan=False, description=limits.explain("time"))
+    energy: float = Field(
+        ge=0.0, le=limits.MAX_ENERGY_J, allow_inf_nan=False, description=limits.explain("energy")
+    )
+    metric: float = Field(ge=-limits.MAX_METRIC, le=limits.MAX_METRIC, allow_inf_nan=False)
+    current_epoch: int = Field(ge=1, le=limits.MAX_EPOCHS)
 
 
 class ZeusReportResponse(BaseModel):

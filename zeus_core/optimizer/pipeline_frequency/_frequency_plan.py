@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Collection, Mapping
 
+from zeus_core._files import checked_number, read_text, write_atomic
 from zeus_core.exceptions import ZeusProfileError
 from zeus_core.optimizer.pipeline_frequency._schedule import (
     FULL_BACKWARD,
@@ -24,6 +25,16 @@ __all__ = ["PLAN_FORMAT_VERSION", "FrequencyPlan"]
 
 #: Version of the JSON layout written by :meth:`FrequencyPlan.to_dict`.
 PLAN_FORMAT_VERSION = 1
+
+#: Largest plan, in instructions (stages × chunks × instruction types × microbatches): far above
+#: any real pipeline (1,024 stages × 1,024 microbatches × 3 types), and small enough to hold.
+MAX_PLAN_CELLS = 4_000_000
+
+#: Largest SM clock a plan may hold, MHz (GPUs run below 3 GHz).
+MAX_CLOCK_MHZ = 10_000
+
+# A plan with more cells than this is not printed in error messages (the grid would be huge).
+_MAX_PRINTED_CELLS = 4096
 
 
 @dataclass
@@ -67,7 +78,31 @@ class FrequencyPlan:
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.frequencies = {inst: int(f) for inst, f in self.frequencies.items()}
+        where = f"FrequencyPlan {self.label!r}"
+        for name in ("num_stages", "num_microbatches", "num_chunks"):
+            checked_number(getattr(self, name), where, name, integer=True, minimum=1, maximum=MAX_PLAN_CELLS)
+        cells = self.num_stages * self.num_chunks * len(self.kinds) * self.num_microbatches
+        shape = (
+            f"{self.num_stages} stages x {self.num_chunks} chunks x {len(self.kinds)} instruction types x "
+            f"{self.num_microbatches} microbatches = {cells} instructions"
+        )
+        # Checked before any cell is listed: a few bytes declaring a huge shape must not make the
+        # loader build (or print) millions of cells.
+        if cells > MAX_PLAN_CELLS:
+            raise ZeusProfileError(
+                f"{where}: the shape ({shape}) is above the {MAX_PLAN_CELLS} a plan may have."
+            )
+        if cells > len(self.frequencies) and cells > _MAX_PRINTED_CELLS:  # smaller: the grid below
+            raise ZeusProfileError(
+                f"{where}: {cells - len(self.frequencies)} instruction(s) have no clock: the shape ({shape}) "
+                f"needs {cells} clocks, {len(self.frequencies)} are given."
+            )
+        self.frequencies = {
+            inst: checked_number(
+                f, where, f"clock of {inst}", integer=True, maximum=MAX_CLOCK_MHZ, unit="MHz"
+            )
+            for inst, f in self.frequencies.items()
+        }
         bad = [i for i, f in self.frequencies.items() if f <= 0]
         out = [
             i
@@ -87,9 +122,8 @@ class FrequencyPlan:
                 if out
                 else f"{len(missing)} instruction(s) have no clock, e.g. {missing[0]}"
             )
-            raise ZeusProfileError(
-                f"FrequencyPlan {self.label!r}: {what}.\n{self.to_text(mark=set(bad) | set(missing))}"
-            )
+            grid = self.to_text(mark=set(bad) | set(missing)) if cells <= _MAX_PRINTED_CELLS else ""
+            raise ZeusProfileError(f"{where}: {what}.\n{grid}".rstrip())
 
     @classmethod
     def uniform(cls, schedule: PipelineSchedule, frequency_mhz: int, label: str = "") -> "FrequencyPlan":
@@ -264,21 +298,39 @@ class FrequencyPlan:
                     f"{source}: plan format version {version} is newer than this library's "
                     f"{PLAN_FORMAT_VERSION}; upgrade zeus-suite."
                 )
-            stages, mbs = int(data["num_stages"]), int(data["num_microbatches"])
-            chunks = int(data.get("num_chunks", 1))
+            shape = {
+                name: checked_number(data[name] if name != "num_chunks" else data.get(name, 1), source, name,
+                                     integer=True, minimum=1, maximum=MAX_PLAN_CELLS)
+                for name in ("num_stages", "num_microbatches", "num_chunks")
+            }  # fmt: skip
+            stages, mbs, chunks = shape["num_stages"], shape["num_microbatches"], shape["num_chunks"]
+            rows = data["frequencies_mhz"]
+            if not isinstance(rows, list):
+                raise ZeusProfileError(
+                    f"{source}: field 'frequencies_mhz': a list of rows, not {type(rows).__name__}."
+                )
             freqs: dict[Instruction, int] = {}
-            for row in data["frequencies_mhz"]:
-                s, c = int(row["stage"]), int(row.get("chunk", 0))
+            for i, row in enumerate(rows):
+                s = checked_number(
+                    row["stage"], source, f"frequencies_mhz[{i}].stage", integer=True, minimum=0
+                )
+                c = checked_number(
+                    row.get("chunk", 0), source, f"frequencies_mhz[{i}].chunk", integer=True, minimum=0
+                )
                 for k in [k for k in InstructionKind if k.value in row] or FULL_BACKWARD:
                     values = row[k.value]
-                    if len(values) != mbs:
+                    if not isinstance(values, list) or len(values) != mbs:
+                        count = len(values) if isinstance(values, list) else type(values).__name__
                         raise ZeusProfileError(
-                            f"{source}: stage {s} {k.value} lists {len(values)} clocks "
-                            f"for {mbs} microbatches."
+                            f"{source}: field 'frequencies_mhz[{i}].{k.value}': stage {s} lists {count} "
+                            f"clocks for {mbs} microbatches."
                         )
                     for m, f in enumerate(values):
-                        freqs[Instruction(s, k, m, c)] = int(f)
-            return cls(
+                        field_name = f"frequencies_mhz[{i}].{k.value}[{m}]"
+                        freqs[Instruction(s, k, m, c)] = checked_number(
+                            f, source, field_name, integer=True, minimum=1, maximum=MAX_CLOCK_MHZ, unit="MHz"
+                        )
+            args = (
                 str(data["schedule"]),
                 stages,
                 mbs,
@@ -290,14 +342,18 @@ class FrequencyPlan:
                 bool(data.get("simulated", False)),
                 dict(data.get("metadata", {})),
             )
+            try:
+                return cls(*args)
+            except ZeusProfileError as exc:  # name the file as well as the plan
+                raise ZeusProfileError(f"{source}: {exc}") from None
         except KeyError as exc:
             raise ZeusProfileError(
                 f"{source}: plan lacks the key {exc}; was it written by FrequencyPlan.save?"
             ) from exc
-        except (TypeError, ValueError, AttributeError, OverflowError) as exc:
+        except (TypeError, ValueError, AttributeError, OverflowError, RecursionError) as exc:
             if isinstance(exc, ZeusProfileError):
                 raise
-            raise ZeusProfileError(f"{source}: malformed plan: {exc}") from exc
+            raise ZeusProfileError(f"{source}: malformed plan: {type(exc).__name__}: {exc}") from exc
 
     def to_json(self) -> str:
         """The plan as a JSON string."""
@@ -312,15 +368,15 @@ class FrequencyPlan:
         """
         try:
             data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ZeusProfileError(f"{source}: not valid JSON ({exc}).") from exc
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise ZeusProfileError(f"{source}: not valid JSON ({type(exc).__name__}: {exc}).") from exc
         return cls.from_dict(data, source)
 
     def save(self, path: str | Path) -> None:
         """Write the plan as JSON (parent folders are created)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.to_json())
+        write_atomic(path, self.to_json())
 
     @classmethod
     def load(cls, path: str | Path) -> "FrequencyPlan":
@@ -330,11 +386,7 @@ class FrequencyPlan:
             ZeusProfileError: The file cannot be read or is not a plan.
         """
         path = Path(path)
-        try:
-            text = path.read_text()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ZeusProfileError(f"Cannot read plan {path}: {exc}.") from exc
-        return cls.from_json(text, source=str(path))
+        return cls.from_json(read_text(path, what="plan"), source=str(path))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, FrequencyPlan):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from zeus_core._files import write_atomic
 from zeus_core.exceptions import ZeusProfileError
 from zeus_core.optimizer.pipeline_frequency._schedule import InstructionKind, PipelineSchedule
 
@@ -218,13 +219,15 @@ class InstructionProfile:
         """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.to_csv_text())
+        write_atomic(
+            path, self.to_csv_text()
+        )  # a symlink planted in a shared folder is replaced, not followed
         meta = {
             "gpu_name": self.gpu_name,
             "simulated": self.simulated,
             "blocking_power_w": self.blocking_power_w,
         }
-        path.with_suffix(".json").write_text(json.dumps(meta, indent=1))
+        write_atomic(path.with_suffix(".json"), json.dumps(meta, indent=1))
 
     def to_csv_text(self) -> str:
         """The profile as CSV text, sorted by stage, instruction, then frequency (highest first)."""

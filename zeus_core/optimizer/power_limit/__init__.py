@@ -1,49 +1,44 @@
-"""Just-in-time GPU power-limit optimization.
+"""Just-in-time GPU power-limit optimization (docs/optimizers/power-limit.md).
 
 :class:`GlobalPowerLimitOptimizer` profiles power limits during the first steps of training and
-keeps the best one set; the optimum selectors (:class:`Time`, :class:`Energy`,
-:class:`ZeusCost`, :class:`MaxSlowdownConstraint`, or your own :class:`OptimumSelector`) say
-what "best" means. Modules: ``optimizer`` (the callback), ``selectors``, ``planner`` (what to
-profile next, and the early-stopping rules), ``measurement`` (per-limit results, early-stopping
-knobs), ``sampling`` (how measurements are cut into samples read once from the energy counter),
-``states`` (the state machine's states), ``profile`` (the JSON profile file), ``generator``
-(generated profiles: a physical model of GPUs under a power cap, with noise, for development
-and benchmarks).
+keeps the best one set; a selector (:class:`Time`, :class:`Energy`, :class:`ZeusCost`,
+:class:`MaxSlowdownConstraint`, or your own :class:`OptimumSelector`) says what "best" means.
 
 Example:
-    >>> from zeus_core import ZeusMonitor  # doctest: +SKIP
-    >>> plo = GlobalPowerLimitOptimizer(ZeusMonitor(gpu_indices=[0]), Energy())  # doctest: +SKIP
-    >>> plo.on_train_begin()  # then on_step_begin/on_epoch_end..., on_train_end  # doctest: +SKIP
+    >>> from zeus_core.optimizer.power_limit import GlobalPowerLimitOptimizer, MaxSlowdownConstraint
+    >>> plo = GlobalPowerLimitOptimizer(monitor, MaxSlowdownConstraint(1.1))  # doctest: +SKIP
 """
 
-from zeus_core.optimizer.power_limit.measurement import EarlyStopping, PowerLimitMeasurement
-from zeus_core.optimizer.power_limit.optimizer import GlobalPowerLimitOptimizer, window_name
-from zeus_core.optimizer.power_limit.profile import JobGPUs, PowerLimitProfile
-from zeus_core.optimizer.power_limit.selectors import (
+from zeus_core.optimizer.power_limit._measurement import PowerLimitMeasurement, Visit
+from zeus_core.optimizer.power_limit._optimizer import GlobalPowerLimitOptimizer
+from zeus_core.optimizer.power_limit._options import PowerLimitOptions
+from zeus_core.optimizer.power_limit._profile import JobGPUs, PowerLimitProfile
+from zeus_core.optimizer.power_limit._sampling import window_name
+from zeus_core.optimizer.power_limit._selectors import (
     Energy,
-    LinearCostSelector,
     MaxSlowdownConstraint,
     OptimumSelector,
     Time,
     ZeusCost,
 )
-from zeus_core.optimizer.power_limit.states import Done, Profiling, Ready, State, Warmup
+from zeus_core.optimizer.power_limit._states import Deciding, Done, Measuring, Ready, State, Warmup
 
 __all__ = [
     "GlobalPowerLimitOptimizer",
+    "PowerLimitOptions",
     "OptimumSelector",
-    "LinearCostSelector",
     "Time",
     "Energy",
     "ZeusCost",
     "MaxSlowdownConstraint",
     "PowerLimitMeasurement",
-    "EarlyStopping",
+    "Visit",
     "PowerLimitProfile",
     "JobGPUs",
     "Ready",
     "Warmup",
-    "Profiling",
+    "Measuring",
+    "Deciding",
     "Done",
     "State",
     "window_name",

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from zeus_core._arg_types import number
 from zeus_core.exceptions import ZeusError
 
 if TYPE_CHECKING:
@@ -35,25 +36,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="instruction profile CSV: stage,instruction,frequency,time,energy (MHz, s, J)",
     )
-    parser.add_argument("--stages", type=int, default=None, help="pipeline stages (default: the profile's)")
-    parser.add_argument("--microbatches", type=int, required=True, help="microbatches per iteration")
+    parser.add_argument(
+        "--stages",
+        type=number(1, 4096, integer=True),
+        default=None,
+        help="pipeline stages (default: the profile's)",
+    )
+    parser.add_argument(
+        "--microbatches",
+        type=number(1, 100_000, integer=True),
+        required=True,
+        help="microbatches per iteration",
+    )
     parser.add_argument(
         "--schedule",
         default="1f1b",
         help="schedule: 1f1b (default), gpipe, interleaved-1f1b (with --chunks), zb-1f1b (split backward)",
     )
     parser.add_argument(
-        "--chunks", type=int, default=1, help="model chunks per stage for interleaved-1f1b (default 1)"
+        "--chunks",
+        type=number(1, 1024, integer=True),
+        default=1,
+        help="model chunks per stage for interleaved-1f1b (default 1)",
     )
     parser.add_argument(
         "--deadline",
-        type=float,
+        type=number(0.0, 1e6, unit="s", low_open=True),
         default=None,
         help="also plan for an iteration that may take this long, s (deadline or straggler time)",
     )
     parser.add_argument(
         "--blocking-power",
-        type=float,
+        type=number(0.0, 10_000.0, unit="W"),
         default=None,
         help="GPU power while blocked on pipeline communication, W (default: measured, from the "
         "profile's .json beside the CSV as PerseusRuntime writes it, else the --gpu's idle power)",
@@ -64,7 +78,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="GPU product the profile was measured on, e.g. a100 (for its documented idle power)",
     )
     parser.add_argument(
-        "--unit-time", type=float, default=1e-3, help="time quantum of the planner, s (default 0.001)"
+        "--unit-time",
+        type=number(1e-6, 10.0, unit="s"),
+        default=1e-3,
+        help="time quantum of the planner, s (default 0.001)",
     )
     parser.add_argument(
         "--cost-model",

@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 from typing import Any, Sequence
 
+from zeus_core._files import write_atomic
 from zeus_core.exceptions import ZeusConfigError, ZeusError, ZeusProfileError
 from zeus_core.optimizer.pipeline_frequency._frequency_plan import FrequencyPlan
 from zeus_core.optimizer.pipeline_frequency._profile import InstructionProfile
@@ -106,7 +107,7 @@ def save_profile(
             for s in profile.stages
         },
     }
-    (save_dir / PROFILE_META_FILE).write_text(json.dumps(meta, indent=1))
+    write_atomic(save_dir / PROFILE_META_FILE, json.dumps(meta, indent=1))
 
 
 def load_plan(

@@ -1,41 +1,56 @@
-"""The power-limit profile file: measurements and decision, saved as JSON, checked on reuse.
+"""The power-limit profile file (JSON, written by a writer thread) and the job's hardware it is valid for.
 
-A profile is only valid for the hardware it was measured on. :class:`JobGPUs` describes that
-hardware (GPU model, the GPUs of every rank, the limit range); :meth:`PowerLimitProfile.check`
-rejects a file made on another model or another set of GPUs with a message that says what
-differs and how to proceed.
+A profile holds the measurements, every visit's samples and the decision; it is refused on another
+GPU model, another set of GPUs or another limit range, with the fix. Format, ``"version": 2``
+(version 1, whose measurements say ``power_limit_w``, ``energy_per_step_j``, ``time_per_step_s``, is
+read too)::
 
-File format (``"version": 1``)::
-
-    {"version": 1, "kind": "zeus-suite/power-limit-profile",
-     "hardware": {"gpu_model": "NVIDIA A40", "gpu_uuids": ["GPU-…", …], "world_size": 1,
-                  "min_w": 100.0, "max_w": 300.0, "simulated": false},
-     "selector": "MaxSlowdownConstraint(factor=1.1)",
-     "measurements": [{"power_limit_w": 300.0, "steps": 40, "time_per_step_s": …, …}, …],
-     "optimal_power_limit_w": 250.0,          # null while the sweep is unfinished
-     "reason": "…"}
+    {"version": 2, "kind": "zeus-suite/power-limit-profile",
+     "hardware": {"gpu_model": "NVIDIA A40", "gpu_uuids": ["GPU-…"], "world_size": 1, "min_w": 100.0,
+                  "max_w": 300.0, "simulated": false},
+     "selector": "MaxSlowdownConstraint(factor=1.1, tolerance=0.0)",
+     "measurements": [{"power_limit": 300.0, "steps": 40, "time": …, "energy": …, …}, …],
+     "optimal_power_limit_w": 250.0, "reason": "…",          # null while profiling goes on
+     "visits": [[300.0, [sample s], [sample J], [sample steps], first step], …]}
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
-from dataclasses import dataclass, field
+import tempfile
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from zeus_core import _distributed as distributed
-from zeus_core.device._base import GPU
-from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
-from zeus_core.optimizer.power_limit.measurement import PowerLimitMeasurement
+from zeus_core.device._base import GPU, PowerLimitConstraints
+from zeus_core.exceptions import ZeusConfigError, ZeusPermissionError, ZeusProfileError
+from zeus_core.optimizer.power_limit._measurement import PowerLimitMeasurement
 
-__all__ = ["JobGPUs", "PowerLimitProfile", "gather_job_gpus", "load_profile_on_every_rank"]
+__all__ = [
+    "checkpointed_measurements",
+    "JobGPUs",
+    "PowerLimitProfile",
+    "check_gpus",
+    "gather_job_gpus",
+    "load_profile_on_every_rank",
+]
 
 logger = logging.getLogger(__name__)
 
-_VERSION = 1
+_VERSION = 2
 _KIND = "zeus-suite/power-limit-profile"
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a profile may hold")
 
 
 @dataclass(frozen=True)
@@ -49,6 +64,10 @@ class JobGPUs:
         min_w: Lowest settable limit, W.
         max_w: Highest settable limit, W.
         simulated: Whether the GPUs are simulated.
+
+    Example:
+        >>> JobGPUs("NVIDIA A40", ("GPU-0", "GPU-1"), 1, 100.0, 300.0).num_gpus
+        2
     """
 
     gpu_model: str
@@ -65,14 +84,7 @@ class JobGPUs:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form."""
-        return {
-            "gpu_model": self.gpu_model,
-            "gpu_uuids": list(self.gpu_uuids),
-            "world_size": self.world_size,
-            "min_w": self.min_w,
-            "max_w": self.max_w,
-            "simulated": self.simulated,
-        }
+        return {**asdict(self), "gpu_uuids": list(self.gpu_uuids)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "JobGPUs":
@@ -104,6 +116,13 @@ class PowerLimitProfile:
         optimal_power_limit_w: The chosen limit, W, or ``None`` while the sweep is unfinished.
         selector: Text form of the selector that decided (for the record).
         reason: Why the sweep ended where it did.
+        extra: Further top-level keys (the visits' samples).
+
+    Example:
+        >>> job = JobGPUs("NVIDIA A40", ("GPU-0",), 1, 100.0, 300.0)
+        >>> p = PowerLimitProfile(job, (PowerLimitMeasurement(300, 40, 0.2, 60.0),), 300.0, "Energy()")
+        >>> PowerLimitProfile.from_dict(p.to_dict()) == p
+        True
     """
 
     hardware: JobGPUs
@@ -144,33 +163,56 @@ class PowerLimitProfile:
                 f"{source} has profile version {version!r}; this Zeus Suite reads version <= {_VERSION}. "
                 "Upgrade zeus-suite or re-profile with a new profile_path."
             )
-        if "hardware" not in data:
-            raise ZeusProfileError(f'{source} has no "hardware" section; re-profile with a new profile_path.')
+        if not isinstance(data.get("hardware"), Mapping):
+            raise ZeusProfileError(
+                f'{source}: field "hardware" is missing or not an object, so the GPUs it was measured on '
+                "cannot be checked; re-profile with a new profile_path."
+            )
         optimal = data.get("optimal_power_limit_w")
         known = {"version", "kind", "hardware", "selector", "measurements", "optimal_power_limit_w", "reason"}
+        field = "hardware"
         try:
+            hardware = JobGPUs.from_dict(data["hardware"])
+            field, items = "measurements", data.get("measurements", [])
+            if not isinstance(items, list):
+                raise TypeError("not a list")
+            measurements = []
+            for i, item in enumerate(items):
+                field = f"measurements[{i}]"
+                measurements.append(PowerLimitMeasurement.from_dict(item))
+            field = "optimal_power_limit_w"
+            if optimal is not None and not (_finite(optimal) and optimal > 0):
+                raise ValueError(f"{optimal!r} is not a positive, finite number of watts")
             return cls(
-                hardware=JobGPUs.from_dict(data["hardware"]),
-                measurements=tuple(PowerLimitMeasurement.from_dict(m) for m in data.get("measurements", [])),
+                hardware=hardware,
+                measurements=tuple(measurements),
                 optimal_power_limit_w=None if optimal is None else float(optimal),
                 selector=str(data.get("selector", "")),
                 reason=str(data.get("reason", "")),
                 extra={k: v for k, v in data.items() if k not in known},
             )
-        except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as e:
-            if isinstance(e, ZeusProfileError):
-                raise
+        except (ZeusProfileError, TypeError, ValueError, AttributeError, KeyError, OverflowError) as e:
             raise ZeusProfileError(
-                f"{source} is malformed ({e!r}); re-profile with a new profile_path."
+                f"{source}: field {field!r} is malformed ({e}); re-profile with a new profile_path."
             ) from e
 
     def save(self, path: str | Path) -> None:
-        """Write the profile as JSON (atomically: a reader never sees half a file)."""
+        """Write the profile as JSON, atomically: a reader never sees half a file.
+
+        The text goes to a new temporary file in the same directory, created exclusively (a file
+        or symlink planted at its name is never followed), which then replaces ``path`` (a symlink
+        at ``path`` is replaced, not written through).
+        """
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # O_EXCL
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n")
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
     @classmethod
     def load(cls, path: str | Path) -> "PowerLimitProfile":
@@ -181,11 +223,11 @@ class PowerLimitProfile:
         """
         path = Path(path)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
+        except (ValueError, RecursionError) as e:  # bad JSON, encoding, NaN/Infinity, deep nesting
             raise ZeusProfileError(
-                f"Power-limit profile {str(path)!r} is not valid JSON ({e}). Delete it to re-profile, "
-                "or pass another profile_path."
+                f"Power-limit profile {str(path)!r} is not valid JSON ({type(e).__name__}: {str(e)[:200]}). "
+                "Delete it to re-profile, or pass another profile_path."
             ) from e
         return cls.from_dict(data, source=f"Power-limit profile {str(path)!r}")
 
@@ -258,20 +300,34 @@ def gather_job_gpus(gpus: Sequence[GPU]) -> JobGPUs:
     )
 
 
-def load_profile_on_every_rank(path: Path, job: JobGPUs) -> PowerLimitProfile | None:
+def load_profile_on_every_rank(path: Path, job: JobGPUs, limits: Sequence[float]) -> PowerLimitProfile | None:
     """Rank 0 reads and checks the profile at ``path``; every rank gets the same answer.
+
+    Args:
+        path: The profile file.
+        job: The job's GPUs (the profile must be of them).
+        limits: The limits the optimizer profiles, W (a saved decision must be one of them).
 
     Returns:
         The profile, or ``None`` when there is no file yet.
 
     Raises:
-        ZeusProfileError: On every rank, when the file is malformed or from other hardware.
+        ZeusProfileError: On every rank, when the file is malformed, of other hardware, or decides
+            a limit that is not one of ``limits``.
     """
     payload: tuple[str, Any] = ("none", None)
     if distributed.is_rank_zero() and path.exists():
         try:
             profile = PowerLimitProfile.load(path)
-            profile.check(job, source=f"Power-limit profile {str(path)!r}")
+            source = f"Power-limit profile {str(path)!r}"
+            profile.check(job, source=source)
+            decided = profile.optimal_power_limit_w
+            if decided is not None and not any(abs(decided - w) < 1e-6 for w in limits):
+                raise ZeusProfileError(
+                    f"{source}: field 'optimal_power_limit_w' is {decided:g} W, not one of the limits "
+                    f"this optimizer sets ({', '.join(f'{w:g}' for w in limits)} W). Delete the file, or "
+                    "pass the pl_step it was profiled with."
+                )
             payload = ("ok", profile.to_dict())
         except ZeusProfileError as e:
             payload = ("error", str(e))
@@ -281,3 +337,58 @@ def load_profile_on_every_rank(path: Path, job: JobGPUs) -> PowerLimitProfile | 
     if kind == "error":
         raise ZeusProfileError(content)
     return PowerLimitProfile.from_dict(content) if kind == "ok" else None
+
+
+def check_gpus(gpus: Sequence[GPU]) -> PowerLimitConstraints:
+    """The GPUs' common limit range; they must be one model and this process may set their limits.
+
+    Raises:
+        ZeusConfigError: Different models or limit ranges.
+        ZeusPermissionError: This process may not set power limits (the message says how to).
+    """
+    names = {g.name for g in gpus}
+    constraints = {g.power_limit_constraints() for g in gpus}
+    if len(names) > 1 or len(constraints) > 1:
+        raise ZeusConfigError(
+            "GlobalPowerLimitOptimizer sets one power limit on every monitored GPU, so they must be "
+            f"the same model with the same limit range; got {[g.describe() for g in gpus]} with ranges "
+            f"{sorted((c.min_w, c.max_w) for c in constraints)}. Monitor one kind of GPU "
+            "(ZeusMonitor(gpu_indices=[...]))."
+        )
+    for gpu in gpus:
+        try:
+            gpu.check_control_permission()
+        except ZeusPermissionError as e:
+            raise ZeusPermissionError(
+                f"GlobalPowerLimitOptimizer must set power limits on {gpu.describe()}, and this process "
+                f"may not: {e}"
+            ) from e
+    return next(iter(constraints))
+
+
+def checkpointed_measurements(state: Mapping[str, Any], job: JobGPUs) -> list[PowerLimitMeasurement] | None:
+    """The measurements of a checkpoint (``None``, with a warning, when it is of other hardware).
+
+    Malformed measurements are dropped with a warning; so is a state of an unknown version.
+    """
+    source = "The power-limit optimizer's checkpointed state"
+    if not isinstance(state, Mapping) or not isinstance(state.get("measurements", []), list):
+        raise ZeusProfileError(f"{source} is not a state_dict() (field 'measurements' must be a list).")
+    if state.get("version") not in (1, 2):
+        logger.warning(
+            "Power-limit optimizer state of version %r; loading what matches.", state.get("version")
+        )
+    try:
+        if not isinstance(state.get("hardware"), Mapping):  # a null hardware is no proof of the same GPUs
+            raise ZeusProfileError(f"{source} does not name the GPUs it was measured on (field 'hardware').")
+        PowerLimitProfile(JobGPUs.from_dict(state["hardware"])).check(job, source)
+    except ZeusProfileError as e:
+        logger.warning("Dropping the checkpointed power-limit measurements: %s", e)
+        return None
+    measurements = []
+    for i, item in enumerate(state.get("measurements", [])):
+        try:
+            measurements.append(PowerLimitMeasurement.from_dict(item))
+        except ZeusProfileError as e:
+            logger.warning("Dropping a checkpointed measurement (field 'measurements[%d]'): %s", i, e)
+    return measurements

@@ -1,0 +1,140 @@
+"""What the power-limit benchmarks share: the selectors, scoring against the truth, Zeus 0.16 on a fake NVML.
+
+Both benchmarks (``power_limit_replay.py``: measured profiles in real time; ``power_limit_generated.py``:
+generated profiles on a virtual clock) run our ``GlobalPowerLimitOptimizer`` and ``zeus==0.16.0``'s
+through Zeus's documented loop on the same fake NVML GPUs, and score every decision against the
+noise-free profile the steps were drawn from:
+
+* *within 1 %*: the chosen limit's selector cost is within 1 % of the optimum's (for
+  MaxSlowdown(1.1): energy within 1 % and time within 1 % of the allowed slowdown);
+* *bound broken* (MaxSlowdown only): the chosen limit is truly slower than 1.1 × the highest
+  limit's time;
+* *waste*: the selector cost of every step run before the decision minus the same steps at the
+  optimal limit, in optimal steps (for MaxSlowdown each step's larger relative excess of energy or
+  time, so steps that break the bound count too).
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any, Callable
+
+from zeus_core.optimizer.power_limit import Energy, MaxSlowdownConstraint, OptimumSelector, Time, ZeusCost
+
+__all__ = [
+    "SELECTORS",
+    "TOLERANCE",
+    "zeus_selector",
+    "optimal",
+    "excess",
+    "bound_broken",
+    "waste",
+    "bind_zeus",
+]
+
+TOLERANCE = 0.01
+SLOWDOWN = 1.1
+SELECTORS: dict[str, Callable[[], OptimumSelector]] = {
+    "Time": Time,
+    "Energy": Energy,
+    "ZeusCost(0.5)": lambda: ZeusCost(0.5),
+    "MaxSlowdown(1.1)": lambda: MaxSlowdownConstraint(SLOWDOWN),
+}
+
+Truth = dict[float, tuple[float, float]]
+"""Noise-free (time per step s, job GPU energy per step J) at each limit, W."""
+
+
+def zeus_selector(label: str, world_size: int = 1) -> Any:
+    """The published zeus's selector for one of :data:`SELECTORS`' labels."""
+    from zeus.optimizer import power_limit as z
+
+    return {
+        "Time": z.Time,
+        "Energy": z.Energy,
+        "ZeusCost(0.5)": lambda: z.ZeusCost(0.5, world_size=world_size),
+        "MaxSlowdown(1.1)": lambda: z.MaxSlowdownConstraint(SLOWDOWN),
+    }[label]()
+
+
+def _costs(label: str, truth: Truth, gpus: int) -> dict[float, float]:
+    """Selector cost of one step at each limit (Time, Energy, ZeusCost)."""
+    if label == "Time":
+        return {w: t for w, (t, _) in truth.items()}
+    if label == "Energy":
+        return {w: e for w, (_, e) in truth.items()}
+    max_power = max(truth) * gpus
+    return {w: 0.5 * e + 0.5 * max_power * t for w, (t, e) in truth.items()}
+
+
+def optimal(label: str, truth: Truth, gpus: int = 1) -> float:
+    """The best limit by the noise-free profile itself, W (ties: the higher limit)."""
+    if label.startswith("MaxSlowdown"):
+        allowed = SLOWDOWN * truth[max(truth)][0]
+        return min((w for w, (t, _) in truth.items() if t <= allowed), key=lambda w: (truth[w][1], -w))
+    cost = _costs(label, truth, gpus)
+    return min(cost, key=lambda w: (cost[w], -w))
+
+
+def excess(label: str, truth: Truth, chosen: float, gpus: int = 1) -> float:
+    """How much worse ``chosen`` is than the optimum, as a fraction (0: the optimum)."""
+    best = optimal(label, truth, gpus)
+    if chosen == best:
+        return 0.0
+    if label.startswith("MaxSlowdown"):
+        allowed = SLOWDOWN * truth[max(truth)][0]
+        return max(truth[chosen][1] / truth[best][1] - 1, truth[chosen][0] / allowed - 1)
+    cost = _costs(label, truth, gpus)
+    return cost[chosen] / cost[best] - 1
+
+
+def bound_broken(label: str, truth: Truth, chosen: float | None) -> bool:
+    """Whether a MaxSlowdown choice is truly slower than the bound (always ``False`` for the others)."""
+    if chosen is None or not label.startswith("MaxSlowdown"):
+        return False
+    return truth[chosen][0] > SLOWDOWN * truth[max(truth)][0] * (1 + 1e-9)
+
+
+def waste(label: str, truth: Truth, steps_at: dict[float, int], gpus: int = 1) -> float:
+    """The selector's cost of the steps before the decision beyond the optimum's, in optimal steps."""
+    best = optimal(label, truth, gpus)
+    total = 0.0
+    for w, n in steps_at.items():
+        if w not in truth:
+            continue
+        if label.startswith("MaxSlowdown"):
+            (t, e), (t0, e0) = truth[w], truth[best]
+            total += n * max(e / e0 - 1, t / t0 - 1, 0.0)
+        else:
+            cost = _costs(label, truth, gpus)
+            total += n * (cost[w] / cost[best] - 1)
+    return total
+
+
+def bind_zeus(fake: types.ModuleType, clock: Callable[[], float] | None = None) -> None:
+    """Make ``zeus==0.16.0`` run on ``fake`` (put in ``sys.modules["pynvml"]`` for good).
+
+    The published zeus binds ``pynvml`` once, at import, so one fake serves every run (replace its
+    GPUs between runs and call :func:`reset_zeus_gpus`). Persistence mode, which the fake does not
+    model, reads as on; RAPL as absent; execution sync and the exit hook that resets a limit on a
+    GPU the next run has replaced are no-ops. ``clock`` replaces the published monitor's clock.
+    """
+    fake.nvmlDeviceGetPersistenceMode = lambda handle: fake.NVML_FEATURE_ENABLED  # type: ignore[attr-defined]
+    sys.modules["pynvml"] = fake
+    import zeus.device.cpu as zeus_cpu
+    import zeus.monitor.energy as zeus_energy
+    import zeus.optimizer.power_limit as zeus_plo
+
+    zeus_cpu.rapl_is_available = lambda: False
+    zeus_energy.sync_execution_fn = lambda *a, **k: None
+    if clock is not None:
+        zeus_energy.time = clock  # type: ignore[assignment]
+    zeus_plo.atexit = types.SimpleNamespace(register=lambda *a, **k: None)  # type: ignore[attr-defined]
+
+
+def reset_zeus_gpus() -> None:
+    """Make the published zeus rebuild its GPU list (after the fake's GPUs were replaced)."""
+    import zeus.device.gpu as zeus_gpu
+
+    zeus_gpu._gpus = None

@@ -1,0 +1,378 @@
+"""The statistics of power-limit profiling: estimates, stalls, the job's jitter, intervals, smoothing.
+
+Pure functions of the samples (no devices, no ranks); explained in docs/optimizers/power-limit.md
+("Measurements" and "The final choice").
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import statistics
+from dataclasses import replace
+from typing import Any, Sequence
+
+from zeus_core.optimizer.power_limit._measurement import PowerLimitMeasurement, Visit
+
+__all__ = [
+    "summarize",
+    "drop_stalls",
+    "relative_step_spread",
+    "SampleLog",
+    "quantile",
+    "significantly_greater",
+    "smooth",
+]
+
+
+def summarize(
+    power_limit: float,
+    times_s: Sequence[float],
+    energies_j: Sequence[float],
+    steps: Sequence[int],
+    num_gpus: int,
+) -> PowerLimitMeasurement:
+    """A limit's measurement from samples of ``steps[i]`` steps each, weighted by their steps.
+
+    Example:
+        >>> m = summarize(250, [1.0, 1.2], [200.0, 250.0], [4, 4], num_gpus=1)
+        >>> m.time, m.energy, m.samples, round(m.time_var_s2, 6)
+        (0.275, 56.25, 2, 0.0025)
+    """
+    k, n = len(times_s), sum(steps)
+    mean_t, mean_e = math.fsum(times_s) / n, math.fsum(energies_j) / n
+    var_t = var_e = cov = 0.0
+    if k > 1:
+        dev = [(t / c - mean_t, e / c - mean_e, c) for t, e, c in zip(times_s, energies_j, steps)]
+        var_t = math.fsum(c * dt * dt for dt, _, c in dev) / (k - 1)
+        var_e = math.fsum(c * de * de for _, de, c in dev) / (k - 1)
+        cov = math.fsum(c * dt * de for dt, de, c in dev) / (k - 1)
+    return PowerLimitMeasurement(power_limit, n, mean_t, max(mean_e, 0.0), var_t, var_e, cov, num_gpus, k)
+
+
+def drop_stalls(
+    times_s: Sequence[float],
+    energies_j: Sequence[float],
+    steps: Sequence[int],
+    stall_ratio: float = 0.25,
+    step_spread: float | None = None,
+) -> tuple[list[float], list[float], list[int]]:
+    """The samples without stalls.
+
+    A stall is a sample of ``n`` steps whose time per step exceeds the median by more than
+    ``stall_ratio / n`` and five standard deviations of the jitter (``step_spread``, the job's,
+    relative per step; else the samples' own, and then fewer than half may go).
+
+    Example:
+        >>> drop_stalls([1.0, 1.02, 0.98, 3.0, 1.01], [10, 10, 10, 11, 10], [1, 1, 1, 1, 1])[0]
+        [1.0, 1.02, 0.98, 1.01]
+    """
+    kept = (list(times_s), list(energies_j), list(steps))
+    if len(times_s) < 3:
+        return kept
+    per_step = [t / n for t, n in zip(times_s, steps)]
+
+    if step_spread is None:
+        median = statistics.median(per_step)
+        mad = 5 * 1.4826 * statistics.median(abs(x - median) for x in per_step)
+        keep = [
+            i
+            for i, (x, n) in enumerate(zip(per_step, steps))
+            if x <= median + max(stall_ratio * median / n, mad)
+        ]
+        if 2 * len(keep) <= len(per_step):
+            return kept
+    else:  # stalls only slow: the median starts from the faster half, then is re-taken over the kept
+        median = statistics.median(sorted(per_step)[: (len(per_step) + 1) // 2])
+        allowed = [max(stall_ratio / n, 5 * step_spread / math.sqrt(n)) for n in steps]  # of the median
+        keep = []
+        for _ in range(len(per_step)):
+            found = [i for i, x in enumerate(per_step) if x <= median * (1 + allowed[i])]
+            if found == keep:
+                break
+            keep = found
+            median = statistics.median([per_step[i] for i in keep])
+        if len(keep) < 2:
+            return kept
+    if len(keep) == len(per_step):
+        return kept
+    return [times_s[i] for i in keep], [energies_j[i] for i in keep], [steps[i] for i in keep]
+
+
+def relative_step_spread(groups: Sequence[tuple[Sequence[float], Sequence[int]]]) -> float | None:
+    """Relative standard deviation of one step's value, pooled over groups (limits) of samples, robustly.
+
+    Two consecutive samples of a group, per-step values ``x`` over ``n`` steps, give ``|x_i − x_(i+1)|
+    / (m·sqrt(1/n_i + 1/n_(i+1)))`` (``m``: the group's median), ``σ·|Z|`` for jitter alone; the
+    estimate is 1.4826 × their median (``None`` with fewer than eight pairs).
+
+    Example:
+        >>> round(relative_step_spread([([1.0, 1.1, 0.9, 1.0], [1] * 4)] * 3), 4)
+        0.1048
+    """
+    devs: list[float] = []
+    for values, steps in groups:
+        per_step = [v / n for v, n in zip(values, steps)]
+        if len(per_step) < 2:
+            continue
+        median = statistics.median(per_step)
+        if median <= 0:
+            continue
+        scale = [median * math.sqrt(1 / steps[a] + 1 / steps[a + 1]) for a in range(len(steps) - 1)]
+        devs += [abs(per_step[a] - per_step[a + 1]) / scale[a] for a in range(len(scale))]
+    return 1.4826 * statistics.median(devs) if len(devs) >= 8 else None
+
+
+def _floored(
+    m: PowerLimitMeasurement, time_sd: float | None, energy_sd: float | None, dof: int
+) -> PowerLimitMeasurement:
+    """``m`` with variances at least the job's jitter's.
+
+    It takes the job's ``dof`` where its own spread is consistent with the jitter (below its 99th
+    percentile); the covariance keeps its correlation.
+    """
+    floor_t, floor_e = ((time_sd or 0.0) * m.time) ** 2, ((energy_sd or 0.0) * m.energy) ** 2
+    vt, ve = max(m.time_var_s2, floor_t), max(m.energy_var_j2, floor_e)
+    own = m.samples - 1  # type: ignore[operator]
+    consistent = _consistent(m.time_var_s2, floor_t, own) and _consistent(m.energy_var_j2, floor_e, own)
+    borrow = dof > own and bool(time_sd) and bool(energy_sd) and consistent
+    if vt == m.time_var_s2 and ve == m.energy_var_j2 and not borrow:
+        return m
+    scale = math.sqrt(m.time_var_s2 * m.energy_var_j2)
+    corr = m.covariance_js / scale if scale > 0 else 0.0
+    cov, spread_dof = corr * math.sqrt(vt * ve), dof if borrow else None
+    return replace(m, time_var_s2=vt, energy_var_j2=ve, covariance_js=cov, spread_dof=spread_dof)
+
+
+def _consistent(own_var: float, floor_var: float, own_dof: int) -> bool:
+    """Whether ``own_var`` on ``own_dof`` degrees of freedom fits the job's ``floor_var`` (χ², 99 %)."""
+    if own_dof < 1 or own_var <= floor_var:
+        return True
+    if floor_var <= 0:
+        return False
+    h = 2.0 / (9.0 * own_dof)
+    return own_var / floor_var <= (1.0 - h + 2.3263 * math.sqrt(h)) ** 3
+
+
+class SampleLog:
+    """Every visit's samples (``visits``), and the measurements they give (judged with the job's jitter).
+
+    Example:
+        >>> log = SampleLog(num_gpus=1)
+        >>> log.add(Visit(300.0, (1.0, 1.02, 0.98), (300.0, 306.0, 294.0), (5, 5, 5)))
+        >>> [round(m.time, 3) for m in log.measurements()]
+        [0.2]
+    """
+
+    def __init__(self, num_gpus: int = 1, visits: Sequence[Visit] = ()) -> None:
+        self.num_gpus = num_gpus
+        self.visits: list[Visit] = []
+        self._spreads: tuple[float | None, float | None, int] | None = None
+        self._spread_samples = 0  # samples the jitter was last estimated from
+        self._judged: dict[float, PowerLimitMeasurement] = {}
+        self._groups: dict[float, tuple[list[float], list[float], list[int]]] = {}  # samples by limit
+        for v in visits:
+            self.add(v)
+
+    def add(self, visit: Visit) -> None:
+        """Record a finished visit (its limit is judged again).
+
+        Every limit is, once the samples have grown by a quarter since the jitter was estimated (it
+        changes little later on, and judging every limit costs the most).
+        """
+        self.visits.append(visit)
+        t, e, n = self._groups.setdefault(visit.power_limit, ([], [], []))
+        t += visit.times_s
+        e += visit.energies_j
+        n += visit.steps
+        samples = sum(len(v.steps) for v in self.visits)
+        if self._spreads is None or self._spreads[0] is None or samples >= 1.25 * self._spread_samples:
+            self._spreads, self._judged = None, {}
+        else:
+            self._judged.pop(visit.power_limit, None)
+
+    def spreads(self) -> tuple[float | None, float | None, int]:
+        """The job's relative jitter of one step's time and energy (``None``: too few samples), and its dof.
+
+        Estimated, then again over the samples cleaned with it; half the samples' dof (a median).
+        """
+        if self._spreads is None:
+            groups = list(self._groups.values())
+            self._spread_samples = sum(len(t) for t, _, _ in groups)
+            time_sd = relative_step_spread([(t, n) for t, _, n in groups])
+            cleaned = [drop_stalls(t, e, n, step_spread=time_sd) for t, e, n in groups]
+            time_sd = relative_step_spread([(t, n) for t, _, n in cleaned]) or time_sd
+            dof = sum(max(len(t) - 1, 0) for t, _, _ in cleaned) // 2
+            self._spreads = (time_sd, relative_step_spread([(e, n) for _, e, n in cleaned]), dof)
+        return self._spreads
+
+    def _judge(
+        self, limit: float, samples: tuple[list[float], list[float], list[int]]
+    ) -> PowerLimitMeasurement:
+        time_sd, energy_sd, dof = self.spreads()
+        t, e, n = drop_stalls(*samples, step_spread=time_sd)
+        return _floored(summarize(limit, t, e, n, self.num_gpus), time_sd, energy_sd, dof)
+
+    def measurements(self) -> list[PowerLimitMeasurement]:
+        """Every measured limit's measurement, highest limit first."""
+        for w in self._groups.keys() - self._judged.keys():
+            self._judged[w] = self._judge(w, self._groups[w])
+        return [self._judged[w] for w in sorted(self._groups, reverse=True)]
+
+    def with_running(self, visit: Visit) -> list[PowerLimitMeasurement]:
+        """:meth:`measurements` with a visit in progress counted for its limit (the jitter as it stands)."""
+        t, e, n = self._groups.get(visit.power_limit, ([], [], []))
+        running = self._judge(
+            visit.power_limit, (t + [*visit.times_s], e + [*visit.energies_j], n + [*visit.steps])
+        )
+        others = [m for m in self.measurements() if m.power_limit != visit.power_limit]
+        return sorted([*others, running], key=lambda m: -m.power_limit)
+
+    def to_json(self) -> list[list[Any]]:
+        """JSON-safe form (one item per visit)."""
+        return [v.to_json() for v in self.visits]
+
+
+@functools.lru_cache(maxsize=2048)
+def quantile(confidence: float, dof: int) -> float:
+    """Two-sided Student-t quantile: ``P(|T| < t) = confidence`` (``inf`` for ``dof < 1``).
+
+    Example:
+        >>> round(quantile(0.95, 4), 3), round(quantile(0.95, 1000), 3)
+        (2.776, 1.962)
+    """
+    if dof < 1:
+        return math.inf
+    p = 0.5 + confidence / 2
+    if dof == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if dof == 2:
+        return (2 * p - 1) * math.sqrt(2 / (4 * p * (1 - p)))
+    z = statistics.NormalDist().inv_cdf(p)
+    z2 = z * z
+    t = z + (  # Cornish-Fisher (Abramowitz & Stegun 26.7.5); exact enough from 8 degrees of freedom
+        (z2 + 1) * z / 4 / dof
+        + ((5 * z2 + 16) * z2 + 3) * z / 96 / dof**2
+        + (((3 * z2 + 19) * z2 + 17) * z2 - 15) * z / 384 / dof**3
+        + ((((79 * z2 + 776) * z2 + 1482) * z2 - 1920) * z2 - 945) * z / 92160 / dof**4
+    )
+    if dof >= 8:
+        return t
+    log_norm = math.lgamma((dof + 1) / 2) - math.lgamma(dof / 2) - 0.5 * math.log(dof * math.pi)
+    for _ in range(4):  # Newton on the exact distribution
+        density = math.exp(log_norm - (dof + 1) / 2 * math.log1p(t * t / dof))
+        t -= (_t_central(t, dof) - confidence) / (2 * density)
+    return t
+
+
+def _t_central(t: float, dof: int) -> float:
+    """``P(|T| < t)`` for Student's t with integer ``dof`` (Abramowitz & Stegun 26.7.3–4)."""
+    theta = math.atan(t / math.sqrt(dof))
+    c2 = math.cos(theta) ** 2
+    if dof % 2 == 1:
+        term = total = 0.0
+        if dof > 1:
+            term = total = 1.0
+            for k in range(3, dof - 1, 2):
+                term *= c2 * (k - 1) / k
+                total += term
+        return 2.0 / math.pi * (theta + math.sin(theta) * math.cos(theta) * total)
+    term = total = 1.0
+    for k in range(2, dof - 1, 2):
+        term *= c2 * (k - 1) / k
+        total += term
+    return math.sin(theta) * total
+
+
+def significantly_greater(
+    a: float, se_a: float, dof_a: int, b: float, se_b: float, dof_b: int, confidence: float
+) -> bool:
+    """Whether ``a > b`` beyond noise: ``a − b > t·sqrt(se_a² + se_b²)``, ``t`` for the smaller dof.
+
+    Example:
+        >>> significantly_greater(10.5, 0.1, 9, 10.0, 0.1, 9, 0.95)
+        True
+    """
+    q = quantile(confidence, min(dof_a, dof_b))
+    spread = math.hypot(se_a, se_b)
+    return not (math.isinf(q) or math.isinf(spread)) and a - b > q * spread
+
+
+_CURVATURE_FLOOR = 0.25
+"""Least share of the observed bend credited to the curve (the smoother never flattens more)."""
+
+
+def smooth(limits_w: Sequence[float], values: Sequence[float], stderrs: Sequence[float]) -> list[float]:
+    """An empirical-Bayes Whittaker smoother of a profile along the limits.
+
+    It minimises ``Σ (y − f)²/se² + Σ (Δ²f)²/τ²`` (``Δ²``: divided second differences; ``τ²``: the
+    bends' mean square less the noise's, never below a quarter of it). Unchanged with fewer than
+    three limits or a standard error zero or not finite.
+
+    Example:
+        >>> smooth([300, 250, 200, 150], [10.0, 9.0, 8.5, 9.1], [0.0] * 4)
+        [10.0, 9.0, 8.5, 9.1]
+        >>> [round(v, 2) for v in smooth([300, 275, 250, 225, 200], [10.0, 9.6, 8.9, 9.3, 9.0], [0.4] * 5)]
+        [9.93, 9.54, 9.23, 9.11, 8.99]
+    """
+    n = len(values)
+    finite = all(math.isfinite(v) for v in values) and all(math.isfinite(s) and s > 0 for s in stderrs)
+    if n < 3 or not finite:
+        return [float(v) for v in values]
+    scale = sum(abs(v) for v in values) / n or 1.0
+    y = [v / scale for v in values]
+    se2 = [(s / scale) ** 2 for s in stderrs]
+    rows = _second_differences(limits_w)
+    curvature = _curvature(rows, y, se2)
+    bands = [[curvature / v for v in se2], [0.0] * n, [0.0] * n]  # diagonal, +1, +2 of w + DᵀD
+    for i, cs in rows:
+        for j, cj in enumerate(cs):
+            for k in range(j, 3):
+                bands[k - j][i + j] += cj * cs[k]
+    fitted = _solve(bands, [curvature / se2[i] * y[i] for i in range(n)])
+    return [float(v) for v in values] if fitted is None else [v * scale for v in fitted]
+
+
+def _curvature(rows: list[tuple[int, tuple[float, float, float]]], y: list[float], se2: list[float]) -> float:
+    """``τ²``: the observed bends' mean square less the noise's, never below a quarter of it."""
+    bends = [sum(c * y[i + j] for j, c in enumerate(cs)) for i, cs in rows]
+    noise = [sum(c * c * se2[i + j] for j, c in enumerate(cs)) for i, cs in rows]
+    observed = sum(b * b for b in bends) / len(bends)
+    excess = sum(b * b - v for b, v in zip(bends, noise)) / len(bends)
+    return max(excess, _CURVATURE_FLOOR * observed, 1e-9 * sum(noise) / len(noise))
+
+
+def _second_differences(limits_w: Sequence[float]) -> list[tuple[int, tuple[float, float, float]]]:
+    """``(i, coefficients)`` of each divided second difference along the limits (per mean spacing²)."""
+    n = len(limits_w)
+    h = sum(abs(limits_w[i + 1] - limits_w[i]) for i in range(n - 1)) / (n - 1)
+    rows = []
+    for i in range(n - 2):
+        left, right = limits_w[i + 1] - limits_w[i], limits_w[i + 2] - limits_w[i + 1]
+        span = limits_w[i + 2] - limits_w[i]
+        rows.append((i, (2 * h * h / (left * span), -2 * h * h / (left * right), 2 * h * h / (right * span))))
+    return rows
+
+
+def _solve(bands: list[list[float]], b: list[float]) -> list[float] | None:
+    """Solve a symmetric positive-definite pentadiagonal system (``bands``: diagonal, +1, +2) by LDLᵀ."""
+    n = len(b)
+    a0, a1, a2 = bands
+    d, l1, l2 = [0.0] * n, [0.0] * n, [0.0] * n  # D, and L's first and second subdiagonals
+    for i in range(n):
+        d[i] = (
+            a0[i] - (l1[i - 1] ** 2 * d[i - 1] if i else 0.0) - (l2[i - 2] ** 2 * d[i - 2] if i > 1 else 0.0)
+        )
+        if not d[i] > 0:
+            return None
+        l1[i] = (a1[i] - (l2[i - 1] * l1[i - 1] * d[i - 1] if i >= 1 else 0.0)) / d[i]
+        l2[i] = a2[i] / d[i]
+    z = [0.0] * n
+    for i in range(n):
+        z[i] = b[i] - (l1[i - 1] * z[i - 1] if i >= 1 else 0.0) - (l2[i - 2] * z[i - 2] if i >= 2 else 0.0)
+    x = [0.0] * n
+    for i in range(n - 1, -1, -1):
+        x[i] = (
+            z[i] / d[i] - (l1[i] * x[i + 1] if i + 1 < n else 0.0) - (l2[i] * x[i + 2] if i + 2 < n else 0.0)
+        )
+    return x if all(math.isfinite(v) for v in x) else None
