@@ -22,7 +22,8 @@ def test_rank_local_shared_and_per_rank_optimizers(tmp_path: Path) -> None:
     r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
     alone = r0["alone"]
     assert alone["collectives"] == [], "rank 0's optimizer waited for rank 1, which built none"
-    assert len(alone["limits"]) == 7, "rank 0 alone profiled every limit, 300 W down to 150 W"
+    assert len(alone["limits"]) > 3 and max(alone["limits"]) == 300.0, "rank 0 alone profiled limits"
+    assert alone["limits"] == r0["own"]["limits"] == r1["own"]["limits"], "the same profile in every set-up"
     # The same GPUs and selector (ZeusCost(0.5)) decide the same limit in each set-up.
     assert (
         alone["optimal"] == r0["shared"]["optimal"] == r0["own"]["optimal"] == r1["own"]["optimal"] == 250.0

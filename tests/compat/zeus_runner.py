@@ -42,6 +42,7 @@ import asyncio
 import inspect
 import os
 import sys
+import tempfile
 import textwrap
 import types
 from pathlib import Path
@@ -99,6 +100,13 @@ def run_snippet(path: str, args: list[str]) -> None:
         args = [a.replace("FOLDER", folder) for a in args]
     if meta.get("cwd") == "FOLDER":  # the files are where the docs' relative paths look
         os.chdir(folder)
+    # Each snippet is a machine of its own (its own fake GPUs, whose UUIDs every process shares): its
+    # own per-GPU settings record, shared by the ranks of one torchrun job only.
+    job = os.environ["MASTER_PORT"] if "LOCAL_RANK" in os.environ else str(os.getpid())
+    base = Path(os.environ.get("ZEUS_SUITE_RUN_DIR") or tempfile.gettempdir())
+    run_dir = base / f"zeus-compat-{job}"
+    run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.environ["ZEUS_SUITE_RUN_DIR"] = str(run_dir)
     gpus = int(meta.get("gpus", "1"))
     sys.modules["pynvml"] = FakeNVML([FakeGPUSpec.a40() for _ in range(gpus)])  # type: ignore[assignment]
     zeus_standins.cuda_on_cpu(gpus)
