@@ -59,7 +59,7 @@ class Page:
 
 PAGES = (
     Page("", "home", "Zeus Suite", ("Find your way", "ZeusCallback")),
-    Page("optimizers/power-limit/", "optimizer-power-limit", "power limit", ()),
+    Page("optimizers/power-limit/", "optimizer-power-limit", "power-limit optimizer", ()),
     Page(
         "api/zeus_core.monitor/",
         "api-zeus_core.monitor",
