@@ -123,6 +123,9 @@ def bind_zeus(fake: types.ModuleType, clock: Callable[[], float] | None = None) 
     fake.nvmlDeviceGetPersistenceMode = lambda handle: fake.NVML_FEATURE_ENABLED  # type: ignore[attr-defined]
     sys.modules["pynvml"] = fake
     import zeus.device.cpu as zeus_cpu
+    import zeus.device.gpu.nvidia as zeus_nvidia
+
+    zeus_nvidia.pynvml = fake  # type: ignore[attr-defined]  # bound at import, if zeus came in before us
     import zeus.monitor.energy as zeus_energy
     import zeus.optimizer.power_limit as zeus_plo
 
