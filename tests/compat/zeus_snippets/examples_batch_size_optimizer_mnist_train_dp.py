@@ -6,7 +6,7 @@
 # tensorboardX: fake
 # bso-server: server:80
 # env: ZEUS_SERVER_URL=http://server:80 ZEUS_JOB_ID=mnist-dev-1 ZEUS_LOG_LEVEL=INFO
-# argv: --epochs 3 --target-accuracy 0.05
+# argv: --epochs 3 --target-accuracy 0.0
 # ---
 """Mnist example from https://github.com/kubeflow/training-operator/blob/c20422067e3ef81df39d03c6f285353344d8f77d/examples/pytorch/mnist/mnist.py"""
 
