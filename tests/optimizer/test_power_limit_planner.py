@@ -127,14 +127,13 @@ def test_without_early_stopping_or_a_cost_every_limit_gets_zeus_length() -> None
         assert p.next_action(ms).step is Step.DONE and p.next_action(ms).power_limit == 200
 
 
-def test_the_choice_is_made_on_smoothed_profiles_unless_measured_exactly() -> None:
-    # True costs are flat around 200 W; 250 W, measured for 12 steps, drew 2 % low.
+def test_the_choice_is_the_least_cost_among_feasible_limits() -> None:
     costs = {300: 10.4, 275: 10.2, 250: 9.85, 225: 10.05, 200: 10.0, 175: 10.05, 150: 10.2}
-    ms = [m(w, c, c, steps=12 if w == 250 else 120, rel_sd=0.05) for w, c in costs.items()]
-    assert choose(Energy(), ms) == choose(Time(), ms) == 200
-    assert choose(Energy(), ms, smoothed=False) == 250
-    exact = [PowerLimitMeasurement(w, 40, c, c) for w, c in costs.items()]
-    assert choose(Energy(), exact) == 250  # measured exactly, the dip is real and chosen
+    ms = [m(w, c, c, steps=120, rel_sd=0.05) for w, c in costs.items()]
+    assert choose(Energy(), ms) == choose(Time(), ms) == 250
+    times = {300: 1.0, 275: 1.05, 250: 1.12, 225: 1.2, 200: 1.3, 175: 1.4, 150: 1.6}
+    slow = [PowerLimitMeasurement(w, 40, times[w], c) for w, c in costs.items()]
+    assert choose(MaxSlowdownConstraint(1.1), slow) == 275  # 250 W is 12 % slower: infeasible
 
 
 def test_enough_stops_a_visit_that_is_tight_or_no_longer_needed() -> None:

@@ -1,4 +1,4 @@
-"""The statistics (``_statistics.py``): estimates, stalls, the job-wide jitter, intervals, smoothing."""
+"""The statistics (``_statistics.py``): estimates, stalls, the job-wide jitter, intervals."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from zeus_core.optimizer.power_limit._statistics import (
     quantile,
     relative_step_spread,
     significantly_greater,
-    smooth,
     summarize,
 )
 
@@ -204,38 +203,3 @@ def test_significance_needs_the_difference_beyond_both_errors() -> None:
     assert not significantly_greater(10.2, 0.1, 9, 10.0, 0.1, 9, 0.95)  # within 2.26 × 0.14
     assert not significantly_greater(99.0, math.inf, 9, 10.0, 0.1, 9, 0.95)  # no spread known
     assert not significantly_greater(10.5, 0.1, 0, 10.0, 0.1, 9, 0.95)
-
-
-# -- smoothing ----------------------------------------------------------------------------------------------
-LIMITS = [300.0, 275.0, 250.0, 225.0, 200.0, 175.0, 150.0]
-
-
-def _convex(w: float) -> float:
-    return 10.0 + 0.0004 * (w - 200.0) ** 2  # least at 200 W
-
-
-@pytest.mark.parametrize("stderrs", [[0.0] * 7, [0.1, 0.0, 0.1, 0.1, 0.1, 0.1, 0.1], [math.inf] * 7])
-def test_noise_free_or_unknown_noise_is_left_as_measured(stderrs: list[float]) -> None:
-    values = [12.0, 10.5, 13.0, 9.0, 11.0, 9.5, 14.0]  # bumpy, like the measured A40 profiles
-    assert smooth(LIMITS, values, stderrs) == values
-    assert smooth([300.0, 250.0], [10.0, 9.0], [0.5, 0.5]) == [10.0, 9.0]  # fewer than three limits
-
-
-def test_a_real_bump_known_tightly_stays_and_a_line_stays_straight() -> None:
-    values = [_convex(w) for w in LIMITS]
-    values[3] += 1.5  # a 15 % bump at one limit, measured to ±0.2 %
-    assert all(abs(f - v) < 0.05 for f, v in zip(smooth(LIMITS, values, [0.02] * 7), values))
-    limits = [300.0, 275.0, 200.0, 175.0, 100.0]  # unequal spacing: divided differences
-    assert smooth(limits, [0.02 * w for w in limits], [0.3] * 5) == pytest.approx([0.02 * w for w in limits])
-
-
-def test_noise_on_a_smooth_curve_is_mostly_removed() -> None:
-    rng = random.Random(0)
-    truth = [_convex(w) for w in LIMITS]
-    raw_misses = fitted_misses = 0
-    for _ in range(400):
-        values = [t + rng.gauss(0.0, 0.15) for t in truth]
-        fitted = smooth(LIMITS, values, [0.15] * 7)
-        raw_misses += truth[values.index(min(values))] > 1.01 * min(truth)
-        fitted_misses += truth[fitted.index(min(fitted))] > 1.01 * min(truth)
-    assert fitted_misses < 0.7 * raw_misses  # the least of the fit is more often the true optimum's

@@ -47,8 +47,6 @@ class PowerLimitOptions:
             this fraction (plus one counter update) is impossible and measured again.
         counter_period_s: Energy-counter update period, s; one update at the limit is allowed on
             top of ``power_tolerance``.
-        smooth: Make the final choice on profiles smoothed along the limits (each mean weighted by
-            its standard error); noise-free measurements are used as they are.
         thermal_check: Measure a limit again (twice at most) when its window was slowed down by
             heat or the hardware, or its temperature moved by more than 3 °C within it
             (:func:`zeus_core.monitor.check_window`; GPUs that report neither are not checked).
@@ -75,7 +73,6 @@ class PowerLimitOptions:
     max_visit_steps: int | None = None
     power_tolerance: float = 0.05
     counter_period_s: float = 0.1
-    smooth: bool = True
     thermal_check: bool = True
 
     def __post_init__(self) -> None:
@@ -158,7 +155,6 @@ _RULES: dict[str, tuple[Any, str]] = {
     "tie_tol": (lambda v: _number(v) and 0 <= v < 1, "a fraction in [0, 1)"),
     "margin": (lambda v: _number(v) and 0 <= v < math.inf, "a fraction >= 0"),
     "early_stopping": (lambda v: v in (True, False, None), "True or False"),
-    "smooth": (lambda v: isinstance(v, bool), "True or False"),
     "thermal_check": (lambda v: isinstance(v, bool), "True or False"),
 }
 

@@ -18,7 +18,7 @@ from zeus_core import _distributed as distributed
 from zeus_core.optimizer.power_limit._measurement import PowerLimitMeasurement
 from zeus_core.optimizer.power_limit._options import PowerLimitOptions
 from zeus_core.optimizer.power_limit._selectors import OptimumSelector
-from zeus_core.optimizer.power_limit._statistics import quantile, significantly_greater, smooth
+from zeus_core.optimizer.power_limit._statistics import quantile, significantly_greater
 
 __all__ = ["Step", "Action", "candidate_limits", "Planner", "PlanThread", "choose", "impossible"]
 
@@ -263,34 +263,13 @@ class _Judge:
         return self.cost[m.power_limit] - self.q(m.dof) * self.se[m.power_limit]
 
 
-def choose(
-    selector: OptimumSelector, measurements: Measurements, smoothed: bool = True, cache: _Cache | None = None
-) -> float:
-    """The choice: the selector's own ``select``, or the least cost among feasible limits, W.
-
-    With ``smoothed``, costs, times and energies are first smoothed along the limits
-    (:func:`~._statistics.smooth`), so a poorly measured limit that drew lucky does not win over
-    neighbours that say otherwise.
-    """
+def choose(selector: OptimumSelector, measurements: Measurements, cache: _Cache | None = None) -> float:
+    """The choice: the selector's own ``select``, or the least cost among feasible limits, W."""
     if selector.chooses_itself:
         return float(selector.select(list(measurements)))
-    ms = sorted(measurements, key=lambda m: -m.power_limit)
-    judge = _Judge(selector, ms, _DEFAULTS, cache)
-    if smoothed and len(ms) >= 3:
-        limits = [m.power_limit for m in ms]
-        costs = smooth(limits, [judge.cost[w] for w in limits], [judge.se[w] for w in limits])
-        ok = list(range(len(ms)))
-        if selector.constrains:  # feasibility on smoothed times and energies
-            times = smooth(limits, [m.time for m in ms], [m.stderr(0, 1) for m in ms])
-            energies = smooth(limits, [m.energy for m in ms], [m.stderr(1, 0) for m in ms])
-            shaped = [
-                _shifted(m, t / m.time, e / m.energy if m.energy else 1.0)
-                for m, t, e in zip(ms, times, energies)
-            ]
-            ref = selector.reference(shaped)
-            ok = [i for i, m in enumerate(shaped) if ref is None or selector.feasible(m, ref)] or ok
-        return limits[min(ok, key=lambda i: (costs[i], -limits[i]))]
-    return judge.best.power_limit
+    return _Judge(
+        selector, sorted(measurements, key=lambda m: -m.power_limit), _DEFAULTS, cache
+    ).best.power_limit
 
 
 _DEFAULTS = PowerLimitOptions()
@@ -381,8 +360,8 @@ class Planner:
         return Action(Step.DONE, choice, reason=reason)
 
     def choose(self, ms: Measurements) -> float:
-        """The choice from ``ms`` (:func:`choose`, smoothed unless the options say otherwise), W."""
-        return choose(self.selector, ms, self.options.smooth, self._cache)
+        """The choice from ``ms`` (:func:`choose`), W."""
+        return choose(self.selector, ms, self._cache)
 
     def enough(self, running: PowerLimitMeasurement, ms: Measurements) -> bool:
         """Whether a running visit (``running``: its limit's figures so far) may stop before its cap.

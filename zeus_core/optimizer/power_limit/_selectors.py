@@ -3,7 +3,7 @@
 A selector says one or two things, and the planner does the rest:
 
 * :meth:`OptimumSelector.cost`: the cost of one measurement (lower is better). With it, the
-  optimizer stops early (survey, contenders, settled choice) and chooses on smoothed profiles.
+  optimizer stops early (survey, contenders, settled choice).
 * :meth:`OptimumSelector.feasible`, for a constraint: whether a measurement passes, against
   :meth:`OptimumSelector.reference` (by default the highest limit's measurement).
 
@@ -51,7 +51,7 @@ class OptimumSelector:
             )
         if not self.has_cost:
             raise ZeusConfigError(f"{type(self).__name__} defines neither select() nor cost(); define one.")
-        return choose(self, measurements, smoothed=False)
+        return choose(self, measurements)
 
     def cost(self, m: PowerLimitMeasurement, measurements: Measurements) -> float:
         """The cost of ``m`` among ``measurements`` (lower is better); not defined by default."""

@@ -1,4 +1,4 @@
-"""The statistics of power-limit profiling: estimates, stalls, the job's jitter, intervals, smoothing.
+"""The statistics of power-limit profiling: estimates, stalls, the job's jitter, intervals.
 
 Pure functions of the samples (no devices, no ranks); explained in docs/optimizers/power-limit.md
 ("Measurements" and "The final choice").
@@ -21,7 +21,6 @@ __all__ = [
     "SampleLog",
     "quantile",
     "significantly_greater",
-    "smooth",
 ]
 
 
@@ -296,83 +295,3 @@ def significantly_greater(
     q = quantile(confidence, min(dof_a, dof_b))
     spread = math.hypot(se_a, se_b)
     return not (math.isinf(q) or math.isinf(spread)) and a - b > q * spread
-
-
-_CURVATURE_FLOOR = 0.25
-"""Least share of the observed bend credited to the curve (the smoother never flattens more)."""
-
-
-def smooth(limits_w: Sequence[float], values: Sequence[float], stderrs: Sequence[float]) -> list[float]:
-    """An empirical-Bayes Whittaker smoother of a profile along the limits.
-
-    It minimises ``Σ (y − f)²/se² + Σ (Δ²f)²/τ²`` (``Δ²``: divided second differences; ``τ²``: the
-    bends' mean square less the noise's, never below a quarter of it). Unchanged with fewer than
-    three limits or a standard error zero or not finite.
-
-    Example:
-        >>> smooth([300, 250, 200, 150], [10.0, 9.0, 8.5, 9.1], [0.0] * 4)
-        [10.0, 9.0, 8.5, 9.1]
-        >>> [round(v, 2) for v in smooth([300, 275, 250, 225, 200], [10.0, 9.6, 8.9, 9.3, 9.0], [0.4] * 5)]
-        [9.93, 9.54, 9.23, 9.11, 8.99]
-    """
-    n = len(values)
-    finite = all(math.isfinite(v) for v in values) and all(math.isfinite(s) and s > 0 for s in stderrs)
-    if n < 3 or not finite:
-        return [float(v) for v in values]
-    scale = sum(abs(v) for v in values) / n or 1.0
-    y = [v / scale for v in values]
-    se2 = [(s / scale) ** 2 for s in stderrs]
-    rows = _second_differences(limits_w)
-    curvature = _curvature(rows, y, se2)
-    bands = [[curvature / v for v in se2], [0.0] * n, [0.0] * n]  # diagonal, +1, +2 of w + DᵀD
-    for i, cs in rows:
-        for j, cj in enumerate(cs):
-            for k in range(j, 3):
-                bands[k - j][i + j] += cj * cs[k]
-    fitted = _solve(bands, [curvature / se2[i] * y[i] for i in range(n)])
-    return [float(v) for v in values] if fitted is None else [v * scale for v in fitted]
-
-
-def _curvature(rows: list[tuple[int, tuple[float, float, float]]], y: list[float], se2: list[float]) -> float:
-    """``τ²``: the observed bends' mean square less the noise's, never below a quarter of it."""
-    bends = [sum(c * y[i + j] for j, c in enumerate(cs)) for i, cs in rows]
-    noise = [sum(c * c * se2[i + j] for j, c in enumerate(cs)) for i, cs in rows]
-    observed = sum(b * b for b in bends) / len(bends)
-    excess = sum(b * b - v for b, v in zip(bends, noise)) / len(bends)
-    return max(excess, _CURVATURE_FLOOR * observed, 1e-9 * sum(noise) / len(noise))
-
-
-def _second_differences(limits_w: Sequence[float]) -> list[tuple[int, tuple[float, float, float]]]:
-    """``(i, coefficients)`` of each divided second difference along the limits (per mean spacing²)."""
-    n = len(limits_w)
-    h = sum(abs(limits_w[i + 1] - limits_w[i]) for i in range(n - 1)) / (n - 1)
-    rows = []
-    for i in range(n - 2):
-        left, right = limits_w[i + 1] - limits_w[i], limits_w[i + 2] - limits_w[i + 1]
-        span = limits_w[i + 2] - limits_w[i]
-        rows.append((i, (2 * h * h / (left * span), -2 * h * h / (left * right), 2 * h * h / (right * span))))
-    return rows
-
-
-def _solve(bands: list[list[float]], b: list[float]) -> list[float] | None:
-    """Solve a symmetric positive-definite pentadiagonal system (``bands``: diagonal, +1, +2) by LDLᵀ."""
-    n = len(b)
-    a0, a1, a2 = bands
-    d, l1, l2 = [0.0] * n, [0.0] * n, [0.0] * n  # D, and L's first and second subdiagonals
-    for i in range(n):
-        d[i] = (
-            a0[i] - (l1[i - 1] ** 2 * d[i - 1] if i else 0.0) - (l2[i - 2] ** 2 * d[i - 2] if i > 1 else 0.0)
-        )
-        if not d[i] > 0:
-            return None
-        l1[i] = (a1[i] - (l2[i - 1] * l1[i - 1] * d[i - 1] if i >= 1 else 0.0)) / d[i]
-        l2[i] = a2[i] / d[i]
-    z = [0.0] * n
-    for i in range(n):
-        z[i] = b[i] - (l1[i - 1] * z[i - 1] if i >= 1 else 0.0) - (l2[i - 2] * z[i - 2] if i >= 2 else 0.0)
-    x = [0.0] * n
-    for i in range(n - 1, -1, -1):
-        x[i] = (
-            z[i] / d[i] - (l1[i] * x[i + 1] if i + 1 < n else 0.0) - (l2[i] * x[i + 2] if i + 2 < n else 0.0)
-        )
-    return x if all(math.isfinite(v) for v in x) else None
