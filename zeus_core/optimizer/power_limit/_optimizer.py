@@ -13,9 +13,9 @@ from typing import Any, Mapping
 from zeus_core import _distributed as distributed
 from zeus_core import console
 from zeus_core.callback import TrainingCallback
-from zeus_core.exceptions import ZeusConfigError, ZeusProfileError
+from zeus_core.exceptions import ZeusConfigError
 from zeus_core.monitor._energy import ZeusMonitor
-from zeus_core.optimizer.power_limit._measurement import PowerLimitMeasurement, Visit, resumed_visits
+from zeus_core.optimizer.power_limit._measurement import PowerLimitMeasurement, Visit, expected_savings
 from zeus_core.optimizer.power_limit._options import PowerLimitOptions, check_arguments
 from zeus_core.optimizer.power_limit._planner import (
     Action,
@@ -23,26 +23,17 @@ from zeus_core.optimizer.power_limit._planner import (
     PlanThread,
     Step,
     candidate_limits,
-    impossible,
 )
-from zeus_core.optimizer.power_limit._profile import (
-    JobGPUs,
-    PowerLimitProfile,
-    check_gpus,
-    checkpointed_measurements,
-    gather_job_gpus,
-    load_profile_on_every_rank,
-)
+from zeus_core.optimizer.power_limit._profile import check_gpus, checkpointed_measurements, gather_job_gpus
+from zeus_core.optimizer.power_limit._record import Record
 from zeus_core.optimizer.power_limit._sampling import Mode, Sampler, window_name
 from zeus_core.optimizer.power_limit._selectors import OptimumSelector, ZeusCost
 from zeus_core.optimizer.power_limit._states import Deciding, Done, Measuring, Ready, State, Warmup
-from zeus_core.optimizer.power_limit._statistics import SampleLog
 from zeus_core.settings import Setting, SettingsGuard
 
 __all__ = ["GlobalPowerLimitOptimizer"]
 
 logger = logging.getLogger("zeus_core.optimizer.power_limit")
-_REJECTIONS = 2  # discarded measurements of a limit after which it is left out (or, if thermal, kept)
 _STATE_VERSION = 2  # checkpoints of version 1 (measurements without samples) load too
 
 
@@ -119,9 +110,7 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
         )
         self._state: State = Ready(self.power_limits[0], wait_steps + 1)
         self._action = Action(Step.MEASURE, self.power_limits[0], cap=profile_steps)
-        self._log = SampleLog(len(gpus))
-        self._rejected: dict[tuple[str, float], int] = {}  # discarded measurements by (kind, limit)
-        self._job: JobGPUs | None = None
+        self._record = Record(self.options, self.profile_path, repr(selector), self._tag())
         self._loaded_state: Mapping[str, Any] | None = None
         self._stale_window: str | None = None  # a visit cut by a restore, cancelled by _restore
         self._active = self._begun = self._warned_inactive = False
@@ -138,13 +127,13 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
     def measurements(self) -> tuple[PowerLimitMeasurement, ...]:
         """The limits measured so far, highest first."""
         self._plans.settle()
-        return tuple(self._log.measurements())
+        return tuple(self._record.log.measurements())
 
     @property
     def visits(self) -> tuple[Visit, ...]:
         """Every finished visit's samples, in order (what the measurements come from)."""
         self._plans.settle()
-        return tuple(self._log.visits)
+        return tuple(self._record.log.visits)
 
     @property
     def optimal_power_limit_w(self) -> float | None:
@@ -180,13 +169,15 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
             logger.warning("GlobalPowerLimitOptimizer.on_train_begin called twice; ignoring the second call.")
             return
         try:
-            self._job = gather_job_gpus(self._gpus)
-            self._log.num_gpus = self._job.num_gpus
+            self._record.job = job = gather_job_gpus(self._gpus)
+            self._record.log.num_gpus = job.num_gpus
             if self._loaded_state is not None:
                 state, self._loaded_state = self._loaded_state, None
                 self.load_state_dict(state)
             elif self.profile_path is not None and not isinstance(self._state, Done):
-                self._reuse_profile()
+                if (reused := self._record.reuse_file(self.power_limits)) is not None:
+                    source, decided = reused
+                    self._state = Done(*decided) if decided else self._resumed(source)
             elif isinstance(self._state, (Warmup, Measuring, Deciding)):  # left mid-visit by an earlier fit
                 self._state = Ready(self._state.power_limit_w, self.wait_steps + 1)
             self._settings.record()  # restored on every exit path from here on
@@ -311,7 +302,7 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
         return Warmup(limit, self.warmup_steps) if self.warmup_steps and changed else self._begin_visit(limit)
 
     def _begin_visit(self, limit: float) -> Measuring:
-        again, ms = self._action.again, self._log.measurements()
+        again, ms = self._action.again, self._record.log.measurements()
         prior = next((m for m in ms if m.power_limit == limit), None) if again else None
         hint = prior or (ms[-1] if ms else None)  # the last limit measured: this one's steps are no shorter
         self._sampler.begin(
@@ -327,7 +318,7 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
 
     def _judge(self, visit: Visit) -> bool:
         """Whether a revisit has measured enough (on the planner thread, except on a simulated clock)."""
-        current = self._log.with_running(visit)
+        current = self._record.log.with_running(visit)
         return self._planner.enough(next(m for m in current if m.power_limit == visit.power_limit), current)
 
     def _finish(self, visit: Visit) -> State:
@@ -337,44 +328,24 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
         unusable is measured again at once (twice at most).
         """
         limit, again = visit.power_limit, self._action.again
-        if self._sampler.unusable and self._retry(limit, "thermal", self._sampler.unusable):
+        if self._sampler.unusable and self._record.refuse(limit, "thermal", self._sampler.unusable):
             return self._start(limit, changed=False)
         self._plans.submit(self._plan_after, visit, self._action, self.budget_steps - self._steps_used - 1)
-        measured = {v.power_limit for v in self._log.visits} | {limit}
+        measured = {v.power_limit for v in self._record.log.visits} | {limit}
         lower = [w for w in self.power_limits if w < limit and w not in measured]
         if not again and lower and self.warmup_steps:
             self._action = Action(Step.MEASURE, lower[0], cap=self.profile_steps)
             return self._start(lower[0], changed=True)
         return Deciding(limit)
 
-    def _retry(self, limit: float, kind: str, why: str) -> bool:
-        """Count a discarded measurement of ``limit``; whether to measure it again (twice at most)."""
-        self._rejected[(kind, limit)] = n = self._rejected.get((kind, limit), 0) + 1
-        then = (
-            "Measuring it again."
-            if n <= _REJECTIONS
-            else "Kept anyway."
-            if kind == "thermal"
-            else "That limit is left out."
-        )
-        console.warn(f"Power-limit optimizer: discarded the measurement of {limit:g} W: {why}. {then}")
-        return n <= _REJECTIONS
-
     def _plan_after(self, visit: Visit, action: Action, budget_left: int) -> Action:
-        """On the planner thread: keep the visit (unless impossible), plan the next step, save the profile."""
-        limit = visit.power_limit
-        if visit.steps:
-            m = next(x for x in self._log.with_running(visit) if x.power_limit == limit)
-            if not (why := impossible(m, self.options)):
-                self._log.add(visit)
-                self._info(
-                    "%s%s", ("Profiled again " if action.again else "Profiled ") + m.describe(), self._tag()
-                )
-            elif self._retry(limit, "impossible", why):
-                return action
-        left_out = [w for (kind, w), n in self._rejected.items() if kind == "impossible" and n > _REJECTIONS]
-        action = self._planner.next_action(self._log.measurements(), left_out, budget_left)
-        self._save_profile(None, "", here=True)
+        """On the planner thread: keep the visit (or measure it again), plan, save the profile."""
+        if self._record.keep(visit, action.again):
+            return action
+        action = self._planner.next_action(
+            self._record.log.measurements(), self._record.left_out, budget_left
+        )
+        self._record.save()
         return action
 
     def _follow(self, action: Action, set_w: float | None = None) -> State:
@@ -388,28 +359,20 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
         if self._plans.pending and (action := self._plans.take()).step is Step.DONE:
             return self._decide(action.power_limit, action.reason)
         self._plans.settle()
-        visit = self._sampler.abandon() if isinstance(self._state, Measuring) else None
-        judged = {m.power_limit: m for m in self._log.with_running(visit)} if visit is not None else {}
-        if visit is not None and not impossible(judged[visit.power_limit], self.options):
-            self._log.add(visit)
-        if not (ms := self._log.measurements()):
+        if isinstance(self._state, Measuring) and (visit := self._sampler.abandon()) is not None:
+            self._record.keep(visit, retry=False)
+        if not (ms := self._record.log.measurements()):
             return self._decide(self.power_limits[0], f"no limit measured within {self.budget_steps} steps")
         return self._decide(self._planner.choose(ms), f"the budget of {self.budget_steps} steps is spent")
 
     def _decide(self, optimal: float, reason: str) -> Done:
         self._set_limit(optimal)
         self._plans.post(self._sampler.stop_watching)  # joins a thread: not on this one
-        ms = self._log.measurements()
+        ms = self._record.log.measurements()
         line = f"Power limit {optimal:g} W chosen by {self.optimum_selector!r} after {self._steps_used} steps"
         line += f" ({len(ms)} of {len(self.power_limits)} limits measured; {reason})"
-        chosen, top = next((m for m in ms if m.power_limit == optimal), None), ms[0] if ms else None
-        if chosen is not None and top is not None and top is not chosen and top.energy > 0:
-            line += (
-                f": expected {1 - chosen.energy / top.energy:+.1%} energy saved per step, time per step "
-                f"{chosen.time / top.time - 1:+.1%}, compared with {top.power_limit:g} W"
-            )
-        console.info(f"{line}{self._tag()}.")
-        self._save_profile(optimal, reason)
+        console.info(f"{line}{expected_savings(optimal, ms)}{self._tag()}.")
+        self._record.save(optimal, reason, post=self._plans.post)
         return Done(optimal, reason)
 
     # -- limits and restore -------------------------------------------------------------------------
@@ -445,45 +408,20 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
             logger.debug("Restoring power limits failed while handling another error.", exc_info=True)
 
     # -- profile file and checkpoints -----------------------------------------------------------------
-    def _resume(self, measurements: list[PowerLimitMeasurement], visits: Any, source: str) -> State:
-        """Take saved visits (or measurements, as one sample each) as this job's; where profiling goes on."""
-        try:
-            saved = resumed_visits(measurements, visits, self.power_limits)
-        except ZeusProfileError as e:
-            logger.warning("Ignoring the profiling samples saved in %s: %s", source, e)
-            saved = resumed_visits(measurements, None, self.power_limits)
-        self._log = SampleLog(self._log.num_gpus, saved)
-        action = self._planner.next_action(self._log.measurements(), (), self.budget_steps)
+    def _resumed(self, source: str) -> State:
+        """Where profiling goes on after the record was resumed from ``source``."""
+        action = self._planner.next_action(self._record.log.measurements(), (), self.budget_steps)
         if action.step is Step.DONE:
             return Done(action.power_limit, f"reused from {source}: {action.reason}")
         self._action = action
-        if saved:
+        if visits := self._record.log.visits:
             self._info(
                 "Reusing %d visit(s) from %s; profiling continues at %g W.",
-                len(saved),
+                len(visits),
                 source,
                 action.power_limit,
             )
         return Ready(action.power_limit, self.wait_steps + 1)
-
-    def _reuse_profile(self) -> None:
-        assert self.profile_path is not None and self._job is not None
-        profile = load_profile_on_every_rank(self.profile_path, self._job, self.power_limits)
-        if profile is None:
-            self._info("No profile at %r yet; it will be written there.", str(self.profile_path))
-            return
-        source = f"profile {str(self.profile_path)!r}"
-        self._state = self._resume(list(profile.measurements), profile.extra.get("visits"), source)
-        if profile.optimal_power_limit_w is not None and profile.selector == repr(self.optimum_selector):
-            self._state = Done(profile.optimal_power_limit_w, f"reused from {source}: {profile.reason}")
-
-    def _save_profile(self, optimal: float | None, reason: str, here: bool = False) -> None:
-        """Write the profile file on the planner thread (``here``: this is it)."""
-        if self.profile_path is None or self._job is None or not distributed.is_rank_zero():
-            return
-        ms, selector = tuple(self._log.measurements()), repr(self.optimum_selector)
-        profile = PowerLimitProfile(self._job, ms, optimal, selector, reason, {"visits": self._log.to_json()})
-        profile.save(self.profile_path) if here else self._plans.post(profile.save, self.profile_path)
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-safe state for checkpoints: the visits' samples, the state and the hardware."""
@@ -493,10 +431,10 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
         return {
             "version": _STATE_VERSION,
             "state": {**summary, "reason": state.reason} if isinstance(state, Done) else summary,
-            "measurements": [m.to_dict() for m in self._log.measurements()],
-            "visits": self._log.to_json(),
+            "measurements": [m.to_dict() for m in self._record.log.measurements()],
+            "visits": self._record.log.to_json(),
             "power_limits_w": list(self.power_limits),
-            "hardware": self._job.to_dict() if self._job is not None else None,
+            "hardware": self._record.job.to_dict() if self._record.job is not None else None,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -508,13 +446,14 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
         Raises:
             ZeusProfileError: The state is malformed (the message names the field).
         """
-        if self._job is None:
+        if self._record.job is None:
             self._loaded_state = dict(state) if isinstance(state, Mapping) else state
             return
-        measurements = checkpointed_measurements(state, self._job)
+        measurements = checkpointed_measurements(state, self._record.job)
         if measurements is not None:
             self._sampler.cancel()
-            self._state = self._resume(measurements, state.get("visits"), "the checkpoint")
+            self._record.resume(measurements, state.get("visits"), self.power_limits, "the checkpoint")
+            self._state = self._resumed("the checkpoint")
             if self._active:
                 done = isinstance(self._state, Done)
                 self._set_limit(self._state.optimal_power_limit_w if done else self.power_limits[0])  # type: ignore[union-attr]

@@ -1,0 +1,123 @@
+"""What profiling kept: the visits' samples, the measurements refused, and the profile file.
+
+The optimizer hands each finished visit here (on the planner thread); a visit whose readings are
+impossible is refused and measured again. A profile file or a checkpoint is resumed from here.
+See docs/optimizers/power-limit.md ("Ranks, restore, profile file").
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from zeus_core import _distributed as distributed
+from zeus_core import console
+from zeus_core.exceptions import ZeusProfileError
+from zeus_core.optimizer.power_limit._measurement import PowerLimitMeasurement, Visit
+from zeus_core.optimizer.power_limit._options import PowerLimitOptions
+from zeus_core.optimizer.power_limit._planner import impossible
+from zeus_core.optimizer.power_limit._profile import JobGPUs, PowerLimitProfile, load_profile_on_every_rank
+from zeus_core.optimizer.power_limit._statistics import SampleLog
+
+__all__ = ["Record"]
+
+logger = logging.getLogger("zeus_core.optimizer.power_limit")
+_REJECTIONS = 2  # discarded measurements of a limit after which it is left out (or, if thermal, kept)
+_GIVE_UP = {"thermal": "Kept anyway.", "impossible": "That limit is left out."}
+
+
+class Record:
+    """One job's kept visits (:attr:`log`), refused measurements and profile file.
+
+    Args:
+        options: The knobs (``power_tolerance`` and ``counter_period_s`` judge impossible readings).
+        path: The profile file to reuse and to write (``None``: neither).
+        selector: The selector's text form (a saved decision is reused by the same selector only).
+        tag: Appended to console lines (``" [simulated GPUs]"`` where they are).
+    """
+
+    def __init__(self, options: PowerLimitOptions, path: Path | None, selector: str, tag: str) -> None:
+        self.options, self.path, self.selector, self.tag = options, path, selector, tag
+        self.log = SampleLog()
+        self.job: JobGPUs | None = None
+        """The job's GPUs, once gathered at ``on_train_begin``."""
+        self._refused: dict[tuple[str, float], int] = {}
+
+    @property
+    def left_out(self) -> list[float]:
+        """Limits whose readings were impossible more than twice, W."""
+        return [w for (kind, w), n in self._refused.items() if kind == "impossible" and n > _REJECTIONS]
+
+    def refuse(self, limit: float, kind: str, why: str) -> bool:
+        """Count a discarded measurement of ``limit`` (thermal or impossible); whether to measure it again."""
+        self._refused[(kind, limit)] = n = self._refused.get((kind, limit), 0) + 1
+        then = "Measuring it again." if n <= _REJECTIONS else _GIVE_UP[kind]
+        console.warn(f"Power-limit optimizer: discarded the measurement of {limit:g} W: {why}. {then}")
+        return n <= _REJECTIONS
+
+    def keep(self, visit: Visit, again: bool = False, retry: bool = True) -> bool:
+        """Keep a finished visit unless its readings are impossible; whether to measure it again."""
+        if not visit.steps:
+            return False
+        m = next(x for x in self.log.with_running(visit) if x.power_limit == visit.power_limit)
+        if why := impossible(m, self.options):
+            return retry and self.refuse(visit.power_limit, "impossible", why)
+        self.log.add(visit)
+        if distributed.is_rank_zero():
+            logger.info("%s%s%s", "Profiled again " if again else "Profiled ", m.describe(), self.tag)
+        return False
+
+    def resume(
+        self, measurements: Sequence[PowerLimitMeasurement], visits: Any, limits: Sequence[float], source: str
+    ) -> None:
+        """Take saved visits of ``limits`` as this job's (measurements saved without visits: one sample each).
+
+        Malformed saved visits are ignored with a warning; their measurements stay.
+        """
+        try:
+            saved = [Visit.from_json(v) for v in visits or []]
+        except ZeusProfileError as e:
+            logger.warning("Ignoring the profiling samples saved in %s: %s", source, e)
+            saved = []
+        sampled = {v.power_limit for v in saved}
+        saved += [
+            Visit(m.power_limit, (m.time * m.steps,), (m.energy * m.steps,), (m.steps,))
+            for m in measurements
+            if m.power_limit not in sampled
+        ]
+        keep = {m.power_limit for m in measurements} & set(limits)
+        self.log = SampleLog(self.log.num_gpus, [v for v in saved if v.power_limit in keep])
+
+    def reuse_file(self, limits: Sequence[float]) -> tuple[str, tuple[float, str] | None] | None:
+        """Resume from the profile file: its name and its decision (by the same selector, else ``None``).
+
+        Returns ``None`` when there is no file yet.
+
+        Raises:
+            ZeusProfileError: The file is malformed, of other hardware, or decides another limit.
+        """
+        assert self.path is not None and self.job is not None
+        profile = load_profile_on_every_rank(self.path, self.job, limits)
+        if profile is None:
+            if distributed.is_rank_zero():
+                logger.info("No profile at %r yet; it will be written there.", str(self.path))
+            return None
+        source = f"profile {str(self.path)!r}"
+        self.resume(profile.measurements, profile.extra.get("visits"), limits, source)
+        decided = profile.optimal_power_limit_w
+        if decided is None or profile.selector != self.selector:
+            return source, None
+        return source, (decided, f"reused from {source}: {profile.reason}")
+
+    def save(
+        self, optimal: float | None = None, reason: str = "", post: Callable[..., Any] | None = None
+    ) -> None:
+        """Write the profile file on rank zero (``post``: hand the write over, e.g. to the planner thread)."""
+        if self.path is None or self.job is None or not distributed.is_rank_zero():
+            return
+        ms = tuple(self.log.measurements())
+        profile = PowerLimitProfile(
+            self.job, ms, optimal, self.selector, reason, {"visits": self.log.to_json()}
+        )
+        post(profile.save, self.path) if post is not None else profile.save(self.path)
