@@ -1,4 +1,4 @@
-"""What profiling kept (``_record.py``): visits kept or refused, limits left out, resuming, the profile file."""
+"""What profiling kept (``_record.py``): kept and refused visits, limits left out, resuming, the file."""
 
 from __future__ import annotations
 
