@@ -21,6 +21,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 __all__ = [
+    "accelerated_clock",
     "cuda_on_cpu",
     "fake_rapl",
     "fsdp_on_cpu",
@@ -374,6 +375,44 @@ def scale_sleep(factor: float) -> None:
 
     sleep = time.sleep
     time.sleep = lambda s: sleep(s * factor)
+
+
+def accelerated_clock(factor: float) -> Any:
+    """A clock ``factor`` times faster than real time on which ``time.sleep`` returns at once.
+
+    For documented code that only waits (cooldowns) or repeats a trivial step for fixed durations:
+    Zeus's default duration sweep (``profile_parameters``) is about 50 minutes of wall time. Time on
+    this clock is a :class:`~zeus_core.testing.VirtualClock` (advanced by every ``time.sleep(s)`` of
+    the main thread, by ``s``) plus ``factor`` × the real time elapsed, so code in between still takes
+    time. The GPUs' clock (what the monitor's windows and the fake NVML's energy counters read) is
+    this clock, so energy and time stay consistent: the counters advance by draw × this clock's
+    seconds. Other threads sleep in real time. Returns the clock (pass it to ``FakeNVML(clock=)``).
+    """
+    import time
+
+    from zeus_core.device import _base
+    from zeus_core.testing import VirtualClock
+
+    class AcceleratedClock(VirtualClock):
+        def __init__(self) -> None:
+            super().__init__(start=time.time())
+            self.real_start = time.perf_counter()
+
+        def __call__(self) -> float:
+            return super().__call__() + factor * (time.perf_counter() - self.real_start)
+
+    clock = AcceleratedClock()
+    _base.wall_clock = clock  # what a GPU's `.clock` returns (real hardware: wall-clock seconds)
+    sleep, main = time.sleep, threading.main_thread()
+
+    def sleep_on_clock(seconds: float) -> None:
+        if threading.current_thread() is main:
+            clock.advance(max(0.0, seconds))
+        else:
+            sleep(seconds)
+
+    time.sleep = sleep_on_clock
+    return clock
 
 
 def remap_master_port(zeus_port: str) -> None:
