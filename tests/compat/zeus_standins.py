@@ -35,6 +35,7 @@ __all__ = [
     "start_ipinfo",
     "install_capriccio",
     "install_clm",
+    "install_nsdi23_traces",
     "scale_cuda_tensors",
     "scale_sleep",
     "remap_master_port",
@@ -542,6 +543,22 @@ def install_clm() -> str:
 
     evaluate.load = lambda name, *a, **k: _Metric()  # type: ignore[attr-defined]
     sys.modules["evaluate"] = evaluate
+    return str(folder)
+
+
+def install_nsdi23_traces() -> str:
+    """Zeus's ``trace/`` folder of the NSDI '23 example, from the traces that ship in ``zeus_core.data``.
+
+    ``FOLDER/trace/summary_train.csv`` and ``summary_power_{a40,v100}.csv`` are the bundled copies of
+    Zeus's files, unchanged (the P100 and RTX6000 power traces are not bundled). Returns the folder.
+    """
+    import shutil
+    import tempfile
+
+    from zeus_core import data
+
+    folder = Path(tempfile.mkdtemp(prefix="zeus-nsdi23-"))
+    shutil.copytree(data.path("zeus_nsdi23"), folder / "trace")
     return str(folder)
 
 
