@@ -26,7 +26,8 @@ stands in for what CI lacks:
   ``# cwd: FOLDER``: run there); ``# clm: tiny``: a tiny GPT-2, text files and the names
   transformers 5 removed, under ``FOLDER`` (see ``install_clm``); ``# ipinfo: LAT,LON``:
   ``ipinfo.io`` answered locally; ``# traces: nsdi23``: Zeus's ``trace/`` folder of the NSDI '23
-  traces under ``FOLDER``, copied from those ``zeus_core.data`` ships.
+  traces under ``FOLDER``, copied from those ``zeus_core.data`` ships (``nsdi23 alibaba-synthetic``:
+  and an Alibaba group trace of synthetic rows, see ``install_nsdi23_traces``).
 - ``# before: CODE; CODE``: what a docs fragment leaves out (the page's import lines, rewritten;
   its ``# ...``). A ``...`` argument (Zeus's "your arguments here", as in
   ``Trainer(..., callbacks=[plo])``) becomes the stand-in's arguments (``__stand_in_arguments__``).
@@ -104,8 +105,8 @@ def run_snippet(path: str, args: list[str]) -> None:
     if meta.get("clm") == "tiny":  # a tiny GPT-2 and text: FOLDER in the command line
         folder = zeus_standins.install_clm()
         args = [a.replace("FOLDER", folder) for a in args]
-    if meta.get("traces") == "nsdi23":  # Zeus's trace/ folder, from the traces zeus_core.data ships
-        folder = zeus_standins.install_nsdi23_traces()
+    if meta.get("traces", "").startswith("nsdi23"):  # Zeus's trace/ folder, from zeus_core.data's traces
+        folder = zeus_standins.install_nsdi23_traces(alibaba="alibaba-synthetic" in meta["traces"])
     if meta.get("cwd") == "FOLDER":  # the files are where the docs' relative paths look
         os.chdir(folder)
     # Each snippet is a machine of its own (its own fake GPUs, whose UUIDs every process shares): its

@@ -546,12 +546,19 @@ def install_clm() -> str:
     return str(folder)
 
 
-def install_nsdi23_traces() -> str:
+def install_nsdi23_traces(alibaba: bool = False) -> str:
     """Zeus's ``trace/`` folder of the NSDI '23 example, from the traces that ship in ``zeus_core.data``.
 
     ``FOLDER/trace/summary_train.csv`` and ``summary_power_{a40,v100}.csv`` are the bundled copies of
-    Zeus's files, unchanged (the P100 and RTX6000 power traces are not bundled). Returns the folder.
+    Zeus's files, unchanged (the P100 and RTX6000 power traces are not bundled). With ``alibaba``,
+    also ``trace/alibaba_groups.csv.xz`` in the format of Zeus's Alibaba group trace but with
+    **synthetic** rows (Zeus's file is not available offline): one group per workload of 12
+    submissions, random arrivals and durations (seed 0) so that some overlap, runtime ratios in
+    [0.5, 1.5]. Returns the folder.
     """
+    import hashlib
+    import lzma
+    import random
     import shutil
     import tempfile
 
@@ -559,6 +566,19 @@ def install_nsdi23_traces() -> str:
 
     folder = Path(tempfile.mkdtemp(prefix="zeus-nsdi23-"))
     shutil.copytree(data.path("zeus_nsdi23"), folder / "trace")
+    if alibaba:
+        rng = random.Random(0)
+        rows = ["group,start_time,end_time,dataset,runtime_ratio"]
+        for dataset in ("cifar100", "imagenet", "squad", "librispeech", "movielens-1m", "sentiment140"):
+            group = hashlib.md5(f"synthetic-{dataset}".encode()).hexdigest()  # noqa: S324 - a name
+            start = 0.0
+            for _ in range(12):
+                start += rng.expovariate(1 / 20000.0)
+                end = start + rng.uniform(5000.0, 60000.0)
+                rows.append(f"{group},{start:.1f},{end:.1f},{dataset},{rng.uniform(0.5, 1.5):.6f}")
+        (folder / "trace" / "alibaba_groups.csv.xz").write_bytes(
+            lzma.compress("\n".join(rows).encode() + b"\n")
+        )
     return str(folder)
 
 

@@ -1,7 +1,9 @@
 # zeus-source: examples/research_reproducibility/zeus_nsdi23/run_alibaba.py
 # sha256: c55ecf608ec06ee2ba9232c9d215ae917b0aa29906f78339ca1adbb86a1d41b7
-# status: not run: its imports resolve (`zeus_core.compat._legacy`), but the suite's simulator has no counterpart of `Simulator.simulate_one_alibaba_group` (overlapping submissions of a job group, launched at the best batch size known so far), and the Alibaba group trace (`trace/alibaba_groups.csv.xz`) is not bundled
-# change: none possible yet: run the groups' jobs one after another with `Simulator.simulate_one_job`, or `zeus-suite reproduce nsdi23` (docs/simulating.md)
+# traces: nsdi23 alibaba-synthetic
+# cwd: FOLDER
+# check: Number of groups: 6;; \('[\w-]+',\s+\[HistoryEntry\(bs=\d+
+# status: runs
 # ---
 """Example script for running the Zeus trace-driven simulator."""
 
