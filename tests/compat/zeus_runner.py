@@ -18,11 +18,16 @@ stands in for what CI lacks:
 - ``# zeusd: ADDRESS...``: one ``zeus-suite daemon`` (4 fake A40s) reached under each ``host:port``
   and socket path; ``# stop-after: NAME N``: another thread calls ``NAME.stop()`` after N snapshots.
 - ``# cuda-scale: F``: CUDA tensors F times smaller per side, on the CPU; ``# sleep-scale: F``:
-  ``time.sleep(s)`` sleeps ``F * s``; ``# master-port: P``: a ``MASTER_PORT`` fixed to P is a free port.
+  ``time.sleep(s)`` sleeps ``F * s``; ``# clock: accelerated F``: the GPUs' clock (the monitor's
+  windows, the fake NVML's energy counters) runs F times faster than real time and the main
+  thread's ``time.sleep`` returns at once, advancing it; ``# master-port: P``: a ``MASTER_PORT``
+  fixed to P is a free port.
 - ``# capriccio: tiny``: Capriccio-shaped local data and a tiny BERT under ``FOLDER`` (argv;
   ``# cwd: FOLDER``: run there); ``# clm: tiny``: a tiny GPT-2, text files and the names
   transformers 5 removed, under ``FOLDER`` (see ``install_clm``); ``# ipinfo: LAT,LON``:
-  ``ipinfo.io`` answered locally.
+  ``ipinfo.io`` answered locally; ``# traces: nsdi23``: Zeus's ``trace/`` folder of the NSDI '23
+  traces under ``FOLDER``, copied from those ``zeus_core.data`` ships (``nsdi23 alibaba-synthetic``:
+  and an Alibaba group trace of synthetic rows, see ``install_nsdi23_traces``).
 - ``# before: CODE; CODE``: what a docs fragment leaves out (the page's import lines, rewritten;
   its ``# ...``). A ``...`` argument (Zeus's "your arguments here", as in
   ``Trainer(..., callbacks=[plo])``) becomes the stand-in's arguments (``__stand_in_arguments__``).
@@ -44,8 +49,10 @@ import os
 import sys
 import tempfile
 import textwrap
+import time
 import types
 from pathlib import Path
+from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
@@ -98,6 +105,8 @@ def run_snippet(path: str, args: list[str]) -> None:
     if meta.get("clm") == "tiny":  # a tiny GPT-2 and text: FOLDER in the command line
         folder = zeus_standins.install_clm()
         args = [a.replace("FOLDER", folder) for a in args]
+    if meta.get("traces", "").startswith("nsdi23"):  # Zeus's trace/ folder, from zeus_core.data's traces
+        folder = zeus_standins.install_nsdi23_traces(alibaba="alibaba-synthetic" in meta["traces"])
     if meta.get("cwd") == "FOLDER":  # the files are where the docs' relative paths look
         os.chdir(folder)
     # Each snippet is a machine of its own (its own fake GPUs, whose UUIDs every process shares): its
@@ -108,7 +117,12 @@ def run_snippet(path: str, args: list[str]) -> None:
     run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.environ["ZEUS_SUITE_RUN_DIR"] = str(run_dir)
     gpus = int(meta.get("gpus", "1"))
-    sys.modules["pynvml"] = FakeNVML([FakeGPUSpec.a40() for _ in range(gpus)])  # type: ignore[assignment]
+    clock: Callable[[], float] = time.time
+    if meta.get("clock"):  # accelerated FACTOR: the GPUs' time (and the fake's counters) runs faster
+        kind, factor = meta["clock"].split()
+        assert kind == "accelerated", meta["clock"]
+        clock = zeus_standins.accelerated_clock(float(factor))
+    sys.modules["pynvml"] = FakeNVML([FakeGPUSpec.a40() for _ in range(gpus)], clock=clock)  # type: ignore[assignment]
     zeus_standins.cuda_on_cpu(gpus)
     if meta.get("torchvision") == "fake":
         zeus_standins.install_fake_torchvision()

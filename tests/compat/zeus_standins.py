@@ -21,6 +21,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 __all__ = [
+    "accelerated_clock",
     "cuda_on_cpu",
     "fake_rapl",
     "fsdp_on_cpu",
@@ -34,6 +35,7 @@ __all__ = [
     "start_ipinfo",
     "install_capriccio",
     "install_clm",
+    "install_nsdi23_traces",
     "scale_cuda_tensors",
     "scale_sleep",
     "remap_master_port",
@@ -376,6 +378,44 @@ def scale_sleep(factor: float) -> None:
     time.sleep = lambda s: sleep(s * factor)
 
 
+def accelerated_clock(factor: float) -> Any:
+    """A clock ``factor`` times faster than real time on which ``time.sleep`` returns at once.
+
+    For documented code that only waits (cooldowns) or repeats a trivial step for fixed durations:
+    Zeus's default duration sweep (``profile_parameters``) is about 50 minutes of wall time. Time on
+    this clock is a :class:`~zeus_core.testing.VirtualClock` (advanced by every ``time.sleep(s)`` of
+    the main thread, by ``s``) plus ``factor`` × the real time elapsed, so code in between still takes
+    time. The GPUs' clock (what the monitor's windows and the fake NVML's energy counters read) is
+    this clock, so energy and time stay consistent: the counters advance by draw × this clock's
+    seconds. Other threads sleep in real time. Returns the clock (pass it to ``FakeNVML(clock=)``).
+    """
+    import time
+
+    from zeus_core.device import _base
+    from zeus_core.testing import VirtualClock
+
+    class AcceleratedClock(VirtualClock):
+        def __init__(self) -> None:
+            super().__init__(start=time.time())
+            self.real_start = time.perf_counter()
+
+        def __call__(self) -> float:
+            return super().__call__() + factor * (time.perf_counter() - self.real_start)
+
+    clock = AcceleratedClock()
+    _base.wall_clock = clock  # what a GPU's `.clock` returns (real hardware: wall-clock seconds)
+    sleep, main = time.sleep, threading.main_thread()
+
+    def sleep_on_clock(seconds: float) -> None:
+        if threading.current_thread() is main:
+            clock.advance(max(0.0, seconds))
+        else:
+            sleep(seconds)
+
+    time.sleep = sleep_on_clock
+    return clock
+
+
 def remap_master_port(zeus_port: str) -> None:
     """A ``MASTER_PORT`` the code fixes (``29500``) is a free port (CI runs jobs side by side)."""
     import torch.distributed as dist
@@ -503,6 +543,42 @@ def install_clm() -> str:
 
     evaluate.load = lambda name, *a, **k: _Metric()  # type: ignore[attr-defined]
     sys.modules["evaluate"] = evaluate
+    return str(folder)
+
+
+def install_nsdi23_traces(alibaba: bool = False) -> str:
+    """Zeus's ``trace/`` folder of the NSDI '23 example, from the traces that ship in ``zeus_core.data``.
+
+    ``FOLDER/trace/summary_train.csv`` and ``summary_power_{a40,v100}.csv`` are the bundled copies of
+    Zeus's files, unchanged (the P100 and RTX6000 power traces are not bundled). With ``alibaba``,
+    also ``trace/alibaba_groups.csv.xz`` in the format of Zeus's Alibaba group trace but with
+    **synthetic** rows (Zeus's file is not available offline): one group per workload of 12
+    submissions, random arrivals and durations (seed 0) so that some overlap, runtime ratios in
+    [0.5, 1.5]. Returns the folder.
+    """
+    import hashlib
+    import lzma
+    import random
+    import shutil
+    import tempfile
+
+    from zeus_core import data
+
+    folder = Path(tempfile.mkdtemp(prefix="zeus-nsdi23-"))
+    shutil.copytree(data.path("zeus_nsdi23"), folder / "trace")
+    if alibaba:
+        rng = random.Random(0)
+        rows = ["group,start_time,end_time,dataset,runtime_ratio"]
+        for dataset in ("cifar100", "imagenet", "squad", "librispeech", "movielens-1m", "sentiment140"):
+            group = hashlib.md5(f"synthetic-{dataset}".encode()).hexdigest()  # noqa: S324 - a name
+            start = 0.0
+            for _ in range(12):
+                start += rng.expovariate(1 / 20000.0)
+                end = start + rng.uniform(5000.0, 60000.0)
+                rows.append(f"{group},{start:.1f},{end:.1f},{dataset},{rng.uniform(0.5, 1.5):.6f}")
+        (folder / "trace" / "alibaba_groups.csv.xz").write_bytes(
+            lzma.compress("\n".join(rows).encode() + b"\n")
+        )
     return str(folder)
 
 

@@ -195,6 +195,30 @@ def _sweep(
     return SweepReport((swept, list(values)), (other, fixed), entries)
 
 
+def _settings(
+    fn: Callable[[], Any],
+    monitor: ZeusMonitor,
+    iteration_duration: float | None,
+    num_trials: int,
+    num_warmup_trials: int,
+    trial_stddev_threshold: float,
+    num_warmup_iterations: int,
+    num_calibration_iterations: int,
+) -> dict[str, Any]:
+    """What :func:`_sweep` needs, both sweeps alike; the iteration is timed here unless given."""
+    if iteration_duration is None:
+        iteration_duration = _iteration_duration(
+            fn, monitor, num_warmup_iterations, num_calibration_iterations
+        )
+    return dict(
+        iteration_duration=iteration_duration,
+        num_trials=num_trials,
+        num_warmup_trials=num_warmup_trials,
+        trial_stddev_threshold=trial_stddev_threshold,
+        num_warmup_iterations=num_warmup_iterations,
+    )
+
+
 def measure(
     target_function: Callable[[], Any],
     zeus_monitor: ZeusMonitor,
@@ -253,16 +277,15 @@ def profile_measurement_duration(
         >>> from zeus_core.compat.profile import profile_measurement_duration
         >>> report = profile_measurement_duration(step, monitor, [2.0, 4.0])  # doctest: +SKIP
     """
-    if iteration_duration is None:
-        iteration_duration = _iteration_duration(
-            target_function, zeus_monitor, num_warmup_iterations, num_calibration_iterations
-        )
-    settings = dict(
-        iteration_duration=iteration_duration,
-        num_trials=num_trials,
-        num_warmup_trials=num_warmup_trials,
-        trial_stddev_threshold=trial_stddev_threshold,
-        num_warmup_iterations=num_warmup_iterations,
+    settings = _settings(
+        target_function,
+        zeus_monitor,
+        iteration_duration,
+        num_trials,
+        num_warmup_trials,
+        trial_stddev_threshold,
+        num_warmup_iterations,
+        num_calibration_iterations,
     )
     values = measurement_duration_search_range or _DEFAULT_SEARCH_RANGE
     return _sweep(target_function, zeus_monitor, values, cooldown_duration, "measurement_duration", settings)
@@ -286,16 +309,15 @@ def profile_cooldown_duration(
         >>> from zeus_core.compat.profile import profile_cooldown_duration
         >>> report = profile_cooldown_duration(step, monitor, [5.0, 10.0])  # doctest: +SKIP
     """
-    if iteration_duration is None:
-        iteration_duration = _iteration_duration(
-            target_function, zeus_monitor, num_warmup_iterations, num_calibration_iterations
-        )
-    settings = dict(
-        iteration_duration=iteration_duration,
-        num_trials=num_trials,
-        num_warmup_trials=num_warmup_trials,
-        trial_stddev_threshold=trial_stddev_threshold,
-        num_warmup_iterations=num_warmup_iterations,
+    settings = _settings(
+        target_function,
+        zeus_monitor,
+        iteration_duration,
+        num_trials,
+        num_warmup_trials,
+        trial_stddev_threshold,
+        num_warmup_iterations,
+        num_calibration_iterations,
     )
     values = cooldown_duration_search_range or _DEFAULT_SEARCH_RANGE
     return _sweep(target_function, zeus_monitor, values, measurement_duration, "cooldown_duration", settings)

@@ -1,7 +1,9 @@
 # zeus-source: examples/research_reproducibility/zeus_nsdi23/run_alibaba.py
 # sha256: c55ecf608ec06ee2ba9232c9d215ae917b0aa29906f78339ca1adbb86a1d41b7
-# status: not run: imports Zeus's private `zeus._legacy` simulator, which has no compat module
-# change: `zeus-suite reproduce nsdi23` (docs/simulating.md)
+# traces: nsdi23 alibaba-synthetic
+# cwd: FOLDER
+# check: Number of groups: 6;; \('[\w-]+',\s+\[HistoryEntry\(bs=\d+
+# status: runs
 # ---
 """Example script for running the Zeus trace-driven simulator."""
 

@@ -1,7 +1,9 @@
 # zeus-source: examples/research_reproducibility/zeus_nsdi23/run_single.py
 # sha256: da15dd3edf6f2f360b3478d99583ff536014776acb54e0721e0d0d2d616e46ac
-# status: not run: imports Zeus's private `zeus._legacy` simulator, which has no compat module
-# change: `zeus-suite reproduce nsdi23` (docs/simulating.md)
+# traces: nsdi23
+# cwd: FOLDER
+# check: HistoryEntry\(bs=\d+,\s+pl=\d+,\s+energy=[0-9.e+]+,\s+reached=True
+# status: runs
 # ---
 """Example script for running the Zeus trace-driven simulator."""
 

@@ -1,8 +1,10 @@
 # zeus-source: skills/measuring-energy/SKILL.md:96
 # sha256: dae513a99c5724142b13d9e2218148a94df47c07280774f949b7bf6acf76a045
 # stand-ins: yes
-# status: not run: profile_parameters' default sweep (1-10 s windows, 3 trials each, with cooldowns) takes about 20 minutes of wall time, as in Zeus; too long for CI
-# change: none: it runs with the imports changed; the module example of zeus_core.compat.profile runs measure() on a simulated GPU in CI
+# clock: accelerated 500
+# check: ^[0-9.e-]+ J/iter, [0-9.e-]+ s/iter$
+# status: runs
+# change: none: its default sweep (Zeus's 1-10 s windows and cooldowns, 10 trials each) is about 50 minutes of wall time, as in Zeus; CI runs it on a clock 500 times faster whose sleeps return at once (the fake GPU's energy counter follows that clock)
 # ---
 from zeus_core.compat.monitor import ZeusMonitor
 from zeus_core.compat.profile import measure, profile_parameters
