@@ -140,3 +140,13 @@ def test_the_save_never_writes_through_a_planted_symlink(tmp_path: Path, saved: 
     assert not path.is_symlink() and PowerLimitProfile.load(path) == profile
     leftovers = [p.name for p in path.parent.iterdir() if not p.is_symlink() and p.name != "plo.json"]
     assert leftovers == []  # the temporary file was renamed into place
+
+
+def test_an_endless_profile_file_is_refused_not_read_whole(tmp_path: Path) -> None:
+    path = tmp_path / "plo.json"
+    path.symlink_to("/dev/zero")  # a file that never ends: reading it whole would exhaust memory
+    with pytest.raises(ZeusProfileError, match="larger than"):
+        PowerLimitProfile.load(path)
+    plo = _optimizer(make_gpus(1), path)
+    with pytest.raises(ZeusProfileError, match="plo.json"):
+        plo.on_train_begin()

@@ -19,13 +19,12 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from zeus_core import _distributed as distributed
+from zeus_core._files import read_text, write_atomic
 from zeus_core.device._base import GPU, PowerLimitConstraints
 from zeus_core.exceptions import ZeusConfigError, ZeusPermissionError, ZeusProfileError
 from zeus_core.optimizer.power_limit._measurement import PowerLimitMeasurement
@@ -197,33 +196,25 @@ class PowerLimitProfile:
             ) from e
 
     def save(self, path: str | Path) -> None:
-        """Write the profile as JSON, atomically: a reader never sees half a file.
+        """Write the profile as JSON, atomically (:func:`zeus_core._files.write_atomic`).
 
-        The text goes to a new temporary file in the same directory, created exclusively (a file
-        or symlink planted at its name is never followed), which then replaces ``path`` (a symlink
-        at ``path`` is replaced, not written through).
+        A reader never sees half a file, and a symlink planted at ``path`` or beside it is never
+        followed.
         """
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)  # O_EXCL
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n")
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> "PowerLimitProfile":
         """Read a profile written by :meth:`save`.
 
         Raises:
-            ZeusProfileError: The file is not valid JSON or not a power-limit profile.
+            ZeusProfileError: The file cannot be read, is not valid JSON or not a power-limit profile.
         """
         path = Path(path)
+        text = read_text(path, what="power-limit profile")  # bounded: a huge file is refused, not read
         try:
-            data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
+            data = json.loads(text, parse_constant=_no_constant)
         except (ValueError, RecursionError) as e:  # bad JSON, encoding, NaN/Infinity, deep nesting
             raise ZeusProfileError(
                 f"Power-limit profile {str(path)!r} is not valid JSON ({type(e).__name__}: {str(e)[:200]}). "
