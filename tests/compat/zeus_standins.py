@@ -237,14 +237,18 @@ def start_bso_server(host_port: str) -> None:
     import tempfile
     import time
 
-    if "LOCAL_RANK" in os.environ:  # under torchrun: one server for the job, started by local rank 0
-        port = int(os.environ["MASTER_PORT"]) + 1
-    else:
+    # Under torchrun, local rank 0 starts one server for the job and tells the other ranks its port
+    # through a file named by the job's MASTER_PORT (a fixed MASTER_PORT + 1 could be taken: Linux
+    # hands out odd ephemeral ports to the connections the ranks open to the rendezvous store).
+    job = os.environ.get("MASTER_PORT") if "LOCAL_RANK" in os.environ else None
+    shared = Path(tempfile.gettempdir()) / f"zeus-compat-bso-{job}.port" if job else None
+    name, _, zeus_port = host_port.partition(":")
+    server = None
+    deadline = time.monotonic() + 60
+    if os.environ.get("LOCAL_RANK", "0") == "0":
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-    name, _, zeus_port = host_port.partition(":")
-    if os.environ.get("LOCAL_RANK", "0") == "0":
         db = Path(tempfile.mkdtemp(prefix="zeus-bso-")) / "bso.db"
         server = subprocess.Popen(
             [
@@ -263,9 +267,22 @@ def start_bso_server(host_port: str) -> None:
             stderr=subprocess.DEVNULL,
         )
         atexit.register(server.terminate)
+        if shared is not None:
+            tmp = shared.with_suffix(f".{os.getpid()}")
+            tmp.write_text(str(port))
+            tmp.replace(shared)
+            atexit.register(shared.unlink, missing_ok=True)
+    else:
+        assert shared is not None
+        while not shared.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError("local rank 0 did not start zeus-suite bso-server within 60 s")
+            time.sleep(0.1)
+        port = int(shared.read_text())
     _resolve_as(host_port, port)
-    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
+        if server is not None and server.poll() is not None:
+            raise RuntimeError(f"zeus-suite bso-server exited with code {server.returncode} at start")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             return
