@@ -15,7 +15,7 @@ from zeus_core import console
 from zeus_core.callback import TrainingCallback
 from zeus_core.exceptions import ZeusConfigError
 from zeus_core.monitor._energy import ZeusMonitor
-from zeus_core.optimizer.power_limit._measurement import PowerLimitMeasurement, Visit, expected_savings
+from zeus_core.optimizer.power_limit._measurement import PowerLimitMeasurement, Visit
 from zeus_core.optimizer.power_limit._options import PowerLimitOptions, check_arguments
 from zeus_core.optimizer.power_limit._planner import (
     Action,
@@ -24,7 +24,7 @@ from zeus_core.optimizer.power_limit._planner import (
     Step,
     candidate_limits,
 )
-from zeus_core.optimizer.power_limit._profile import check_gpus, checkpointed_measurements, gather_job_gpus
+from zeus_core.optimizer.power_limit._profile import check_gpus, gather_job_gpus
 from zeus_core.optimizer.power_limit._record import Record
 from zeus_core.optimizer.power_limit._sampling import Mode, Sampler, window_name
 from zeus_core.optimizer.power_limit._selectors import OptimumSelector, ZeusCost
@@ -183,12 +183,10 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
             self._settings.record()  # restored on every exit path from here on
             self._active = self._begun = True
             self._warned_inactive = False
-            self._set_limit(
-                self._state.optimal_power_limit_w if isinstance(self._state, Done) else self.power_limits[0]
-            )
-            if isinstance(self._state, Done):
-                limit, reason = self._state.optimal_power_limit_w, self._state.reason
-                console.info(f"Power limit {limit:g} W applied without profiling ({reason}){self._tag()}.")
+            self._set_limit(self._limit_to_set())
+            if isinstance(done := self._state, Done):
+                limit, why = done.optimal_power_limit_w, done.reason
+                console.info(f"Power limit {limit:g} W applied without profiling ({why}){self._tag()}.")
                 return
             self._plans.post(lambda: None)  # the planner thread starts now, not on a step
             self._sampler.watch_heat(self._gpus)
@@ -322,10 +320,9 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
         return self._planner.enough(next(m for m in current if m.power_limit == visit.power_limit), current)
 
     def _finish(self, visit: Visit) -> State:
-        """A visit was handed over: judge and plan off this thread; meanwhile the limit stays set.
+        """A visit was handed over: plan off this thread; a survey warms up the next limit meanwhile.
 
-        While surveying, the next lower limit already warms up. A window the GPUs' heat made
-        unusable is measured again at once (twice at most).
+        A window the GPUs' heat made unusable is measured again at once (twice at most).
         """
         limit, again = visit.power_limit, self._action.again
         if self._sampler.unusable and self._record.refuse(limit, "thermal", self._sampler.unusable):
@@ -368,11 +365,7 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
     def _decide(self, optimal: float, reason: str) -> Done:
         self._set_limit(optimal)
         self._plans.post(self._sampler.stop_watching)  # joins a thread: not on this one
-        ms = self._record.log.measurements()
-        line = f"Power limit {optimal:g} W chosen by {self.optimum_selector!r} after {self._steps_used} steps"
-        line += f" ({len(ms)} of {len(self.power_limits)} limits measured; {reason})"
-        console.info(f"{line}{expected_savings(optimal, ms)}{self._tag()}.")
-        self._record.save(optimal, reason, post=self._plans.post)
+        self._record.decided(optimal, reason, self._steps_used, len(self.power_limits), post=self._plans.post)
         return Done(optimal, reason)
 
     # -- limits and restore -------------------------------------------------------------------------
@@ -380,6 +373,10 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
         for gpu in self._gpus:
             if gpu.get_power_limit() != watts:
                 gpu.set_power_limit(watts)
+
+    def _limit_to_set(self) -> float:
+        """The chosen limit once done, else the highest (where profiling starts), W."""
+        return self._state.optimal_power_limit_w if isinstance(self._state, Done) else self.power_limits[0]
 
     def _restore(self) -> None:
         """The single restore path: every GPU's limit found at ``on_train_begin`` comes back."""
@@ -415,12 +412,7 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
             return Done(action.power_limit, f"reused from {source}: {action.reason}")
         self._action = action
         if visits := self._record.log.visits:
-            self._info(
-                "Reusing %d visit(s) from %s; profiling continues at %g W.",
-                len(visits),
-                source,
-                action.power_limit,
-            )
+            self._info(f"Reusing {len(visits)} visit(s) from {source}; now at {action.power_limit:g} W.")
         return Ready(action.power_limit, self.wait_steps + 1)
 
     def state_dict(self) -> dict[str, Any]:
@@ -428,13 +420,14 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
         self._plans.settle()
         state = self._state
         summary = {"kind": type(state).__name__.lower(), "power_limit_w": next(iter(vars(state).values()))}
+        if isinstance(state, Done):
+            summary["reason"] = state.reason
+        record = self._record.to_checkpoint()
         return {
             "version": _STATE_VERSION,
-            "state": {**summary, "reason": state.reason} if isinstance(state, Done) else summary,
-            "measurements": [m.to_dict() for m in self._record.log.measurements()],
-            "visits": self._record.log.to_json(),
+            "state": summary,
+            **record,
             "power_limits_w": list(self.power_limits),
-            "hardware": self._record.job.to_dict() if self._record.job is not None else None,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -448,15 +441,11 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
         """
         if self._record.job is None:
             self._loaded_state = dict(state) if isinstance(state, Mapping) else state
-            return
-        measurements = checkpointed_measurements(state, self._record.job)
-        if measurements is not None:
+        elif self._record.resume_checkpoint(state, self.power_limits):
             self._sampler.cancel()
-            self._record.resume(measurements, state.get("visits"), self.power_limits, "the checkpoint")
             self._state = self._resumed("the checkpoint")
             if self._active:
-                done = isinstance(self._state, Done)
-                self._set_limit(self._state.optimal_power_limit_w if done else self.power_limits[0])  # type: ignore[union-attr]
+                self._set_limit(self._limit_to_set())
 
     def _simulated_clock(self) -> bool:
         return self.monitor.clock is not time.time

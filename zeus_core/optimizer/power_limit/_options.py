@@ -1,7 +1,4 @@
-"""The power-limit optimizer's knobs beyond Zeus's few, in one object with documented defaults.
-
-See docs/optimizers/power-limit.md for what each rule does.
-"""
+"""The power-limit optimizer's knobs beyond Zeus's few, in one object (docs/optimizers/power-limit.md)."""
 
 from __future__ import annotations
 
@@ -111,11 +108,7 @@ def check_arguments(
     selector: object, gpus: list[Any], wait_steps: object, warmup_steps: object, profile_steps: object,
     pl_step: object,
 ) -> None:  # fmt: skip
-    """Refuse bad values of the optimizer's own arguments, every one named with its fix.
-
-    Raises:
-        ZeusConfigError: Any argument is bad.
-    """
+    """Refuse bad values of the optimizer's own arguments, each named with its fix (``ZeusConfigError``)."""
     ints = (
         ("wait_steps", wait_steps, 0),
         ("warmup_steps", warmup_steps, 0),

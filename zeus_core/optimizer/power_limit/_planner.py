@@ -1,9 +1,7 @@
-"""What to measure next, when a visit has measured enough, and the choice: pure functions of the measurements.
+"""What to measure next, when a visit has measured enough, and the choice, from the measurements alone.
 
-Every rule works only from what the selector says: the cost of a measurement, and for a
-constraint, whether a measurement is feasible against the selector's reference. Intervals come
-from :mod:`._statistics`. The rules, their assumptions and their knobs are explained in
-docs/optimizers/power-limit.md ("The plan").
+Every rule works only from what the selector says (a measurement's cost; for a constraint, its
+feasibility against the reference): docs/optimizers/power-limit.md, "The plan".
 """
 
 from __future__ import annotations
@@ -26,24 +24,17 @@ Measurements = Sequence[PowerLimitMeasurement]
 
 
 class Step(str, enum.Enum):
-    """What to do next."""
+    """What to do next: measure a limit (the next lower one, or a contender again), or set the choice."""
 
     MEASURE = "measure"
-    """Measure a limit (the next lower one in the survey, or a contender again)."""
     DONE = "done"
-    """Profiling is over: set the chosen limit."""
 
 
 @dataclass(frozen=True)
 class Action:
-    """The next step of profiling.
+    """The next step: measure ``power_limit`` (W) up to ``cap`` steps in all, or set it as the choice.
 
-    Attributes:
-        step: Measure or done.
-        power_limit: The limit to measure, or the choice, W.
-        again: The limit was measured before (its samples add up).
-        cap: Most measured steps the limit may have in all after this visit.
-        reason: Why the survey ended (empty while surveying).
+    ``again``: the limit has samples already; ``reason``: why the survey ended (empty while surveying).
     """
 
     step: Step
@@ -68,10 +59,7 @@ def candidate_limits(max_w: float, min_w: float, step_w: float) -> list[float]:
 
 
 def impossible(m: PowerLimitMeasurement, options: PowerLimitOptions) -> str:
-    """Why ``m`` is impossible (``""``: it is not): its average power per GPU exceeds the limit.
-
-    Allowed: ``power_tolerance`` of the limit plus one counter update at the limit spread over the
-    measured time (a counter that moves every ``counter_period_s`` may put one update in a window).
+    """Why ``m`` is impossible (``""``: it is not): its power per GPU exceeds its limit ("Measurements").
 
     Example:
         >>> impossible(PowerLimitMeasurement(100, energy=30.0, time=0.1, steps=40), PowerLimitOptions())
@@ -98,8 +86,7 @@ _Cache = dict[Any, tuple[Any, ...]]
 class _Judge:
     """Costs, intervals and feasibility of one set of measurements, as the selector defines them.
 
-    ``cache`` keeps each measurement's cost and its standard error across calls (by identity, for
-    the same set of limits), so a check during a visit recomputes only the running limit's.
+    ``cache`` keeps costs and verdicts across calls (by identity): a check recomputes the running limit's.
     """
 
     def __init__(
@@ -148,12 +135,10 @@ class _Judge:
         )  # fmt: skip
 
     def status(self, m: PowerLimitMeasurement, slack: float = 0.0, confidence: float | None = None) -> int:
-        """``1``: surely feasible, ``-1``: surely infeasible, ``0``: unsure.
+        """``1``: surely feasible, ``-1``: surely infeasible, ``0``: unsure (at the joint interval's ends).
 
-        ``m`` and the reference are moved to opposite ends of their joint interval (each by its
-        share of the ratio's relative standard error) and the selector's ``feasible`` asked there.
-        ``slack > 0`` asks for a margin: feasible with time and energy ``1 + slack`` times larger;
-        ``slack < 0``: infeasible with them ``1 − slack`` times smaller.
+        ``slack > 0``: feasible even ``1 + slack`` times slower and costlier; ``< 0``: infeasible even
+        ``1 − slack`` times faster and cheaper.
         """
         ref = self.ref
         if ref is None:
@@ -276,15 +261,7 @@ _DEFAULTS = PowerLimitOptions()
 
 
 class Planner:
-    """The whole profiling policy (docs/optimizers/power-limit.md, "The plan").
-
-    Args:
-        selector: What "best" means.
-        limits: The candidate limits, W, highest first.
-        options: The knobs.
-        profile_steps: Zeus's measured steps per limit.
-        warmup_steps: Unmeasured steps after a change of limit.
-    """
+    """The whole profiling policy over ``limits`` (W, highest first): docs/optimizers/power-limit.md."""
 
     def __init__(
         self,
@@ -307,12 +284,9 @@ class Planner:
     def next_action(
         self, ms: Measurements, left_out: Sequence[float] = (), budget_left: int | None = None
     ) -> Action:
-        """What to do after a visit (or on resuming), from the measurements alone.
+        """What to do after a visit (or on resuming) from ``ms`` (highest limit first).
 
-        Args:
-            ms: Every measured limit, highest first.
-            left_out: Limits whose measurements were impossible too often.
-            budget_left: Steps left before the decision when the action is taken (``None``: no budget).
+        ``left_out``: limits impossible too often; ``budget_left``: steps left when the action is taken.
         """
         limits = [w for w in self.limits if w not in left_out]
         if not limits:
@@ -364,12 +338,7 @@ class Planner:
         return choose(self.selector, ms, self._cache)
 
     def enough(self, running: PowerLimitMeasurement, ms: Measurements) -> bool:
-        """Whether a running visit (``running``: its limit's figures so far) may stop before its cap.
-
-        A survey visit runs to its length; a revisit stops once its limit is tight, no longer a
-        contender, the only one, or the choice is settled, but a decisive one first reaches
-        ``profile_steps``.
-        """
+        """Whether a revisit (``running``: its limit's figures so far) may stop before its cap (plan, 3)."""
         if not self.early or running.samples < self.options.min_samples:  # type: ignore[operator]
             return False
         judge = _Judge(self.selector, ms, self.options, self._cache)
@@ -382,12 +351,9 @@ class Planner:
 
 
 class PlanThread:
-    """Plans, judges and writes files off the training thread, one job at a time, in order.
+    """Plans, judges and writes files off the training thread, in order (docs: "Off the training thread").
 
-    Args:
-        wait: Whether taking a plan waits for it (on a simulated clock, where waiting costs no time
-            and runs then repeat exactly); otherwise steps go on without it, two at most, and as
-            many on every rank of a distributed job (steps of microseconds could outrun a plan).
+    ``wait()``: whether taking a plan waits for it (a simulated clock, so runs repeat exactly).
     """
 
     def __init__(self, wait: Callable[[], bool]) -> None:

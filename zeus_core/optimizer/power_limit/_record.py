@@ -14,10 +14,15 @@ from typing import Any, Callable, Sequence
 from zeus_core import _distributed as distributed
 from zeus_core import console
 from zeus_core.exceptions import ZeusProfileError
-from zeus_core.optimizer.power_limit._measurement import PowerLimitMeasurement, Visit
+from zeus_core.optimizer.power_limit._measurement import PowerLimitMeasurement, Visit, expected_savings
 from zeus_core.optimizer.power_limit._options import PowerLimitOptions
 from zeus_core.optimizer.power_limit._planner import impossible
-from zeus_core.optimizer.power_limit._profile import JobGPUs, PowerLimitProfile, load_profile_on_every_rank
+from zeus_core.optimizer.power_limit._profile import (
+    JobGPUs,
+    PowerLimitProfile,
+    checkpointed_measurements,
+    load_profile_on_every_rank,
+)
 from zeus_core.optimizer.power_limit._statistics import SampleLog
 
 __all__ = ["Record"]
@@ -89,6 +94,26 @@ class Record:
         keep = {m.power_limit for m in measurements} & set(limits)
         self.log = SampleLog(self.log.num_gpus, [v for v in saved if v.power_limit in keep])
 
+    def to_checkpoint(self) -> dict[str, Any]:
+        """The checkpoint's record part: measurements, every visit's samples, the hardware."""
+        return {
+            "measurements": [m.to_dict() for m in self.log.measurements()],
+            "visits": self.log.to_json(),
+            "hardware": self.job.to_dict() if self.job is not None else None,
+        }
+
+    def resume_checkpoint(self, state: Any, limits: Sequence[float]) -> bool:
+        """Take a checkpoint's visits of ``limits``; ``False`` (warned) when it is of other hardware.
+
+        Raises:
+            ZeusProfileError: The state is malformed (the message names the field).
+        """
+        assert self.job is not None
+        measurements = checkpointed_measurements(state, self.job)
+        if measurements is not None:
+            self.resume(measurements, state.get("visits"), limits, "the checkpoint")
+        return measurements is not None
+
     def reuse_file(self, limits: Sequence[float]) -> tuple[str, tuple[float, str] | None] | None:
         """Resume from the profile file: its name and its decision (by the same selector, else ``None``).
 
@@ -109,6 +134,16 @@ class Record:
         if decided is None or profile.selector != self.selector:
             return source, None
         return source, (decided, f"reused from {source}: {profile.reason}")
+
+    def decided(
+        self, optimal: float, reason: str, steps: int, limits: int, post: Callable[..., Any] | None = None
+    ) -> None:
+        """Say on the console what was chosen after ``steps`` steps (of ``limits`` limits), and save it."""
+        ms = self.log.measurements()
+        line = f"Power limit {optimal:g} W chosen by {self.selector} after {steps} steps"
+        line += f" ({len(ms)} of {limits} limits measured; {reason})"
+        console.info(f"{line}{expected_savings(optimal, ms)}{self.tag}.")
+        self.save(optimal, reason, post=post)
 
     def save(
         self, optimal: float | None = None, reason: str = "", post: Callable[..., Any] | None = None

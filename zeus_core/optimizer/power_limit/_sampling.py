@@ -1,10 +1,6 @@
-"""The sample lifecycle of a visit (one stretch of measuring one limit), for docs/optimizers/power-limit.md.
+"""The sample lifecycle of a visit: its window, samples, checks, epoch ends and ranks.
 
-:class:`Sampler` opens the visit's window, cuts samples (steps read once) at step counts every rank
-agrees on, keeps them across epoch ends, reduces them over ranks, asks the planner's judge at checks
-whether the visit has measured enough, and hands over the finished :class:`~._measurement.Visit`.
-It never waits for energy (a sample's is taken once final); the judge runs on the planner thread
-and its verdict is taken at a later sample end (the next one on every rank of a distributed job).
+Explained in docs/optimizers/power-limit.md ("Samples").
 """
 
 from __future__ import annotations
@@ -99,13 +95,7 @@ class Sampler:
         return max(self.options.min_sample_s, 100 * read_s)
 
     def watch_heat(self, gpus: list[Any]) -> None:
-        """Check every visit's window for heat (``thermal_check``), where the GPUs report it.
-
-        A window is unusable when a GPU was slowed down by heat or the hardware, or its temperature
-        moved by more than 3 °C within it (:func:`~zeus_core.monitor.check_window`). The look-back is
-        the window itself: a lower limit lowers the steady temperature, so a look back across limits
-        would call every window of a sweep unsettled.
-        """
+        """Check every visit's window for heat (``thermal_check``) where the GPUs report it (docs: "Heat")."""
         if self.options.thermal_check and self.temps is None:
             temps = TemperatureMonitor(gpus, update_period=0.5, clock=self.monitor.clock)
             temps.sample_now()
@@ -124,16 +114,10 @@ class Sampler:
         self, limit: float, cap: int, mode: Mode, *, prior_samples: int = 0, step_s: float | None = None,
         first_step: int = 0, judge: Judge | None = None,
     ) -> None:  # fmt: skip
-        """Open the window of a visit of ``limit`` at the step that begins now.
+        """Open the window of a visit of ``limit`` (W) at the step that begins now, for ``cap`` steps at most.
 
-        Args:
-            limit: The limit set on every GPU, W.
-            cap: Most measured steps of this visit (>= 1).
-            mode: How the visit ends.
-            prior_samples: Samples the limit already has (they count towards ``min_samples``).
-            step_s: The job's time per step here, if known (sets the steps per sample at once).
-            first_step: Steps run before this visit (kept in the visit, for plots).
-            judge: Asked at checks in :attr:`Mode.AGAIN` whether the visit has measured enough.
+        ``prior_samples`` count towards ``min_samples``; ``step_s`` (the time per step, if known) sets
+        the steps per sample at once; ``first_step`` is kept in the visit; ``judge`` is asked at checks.
         """
         self.limit, self.cap, self.mode, self.judge = limit, max(1, cap), mode, judge
         self.verdict: Future[bool] | None = None  # the judge's answer, taken at the next sample end

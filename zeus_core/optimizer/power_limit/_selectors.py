@@ -1,15 +1,8 @@
 """Optimum selectors: what "the best power limit" means (docs/optimizers/power-limit.md, "Selectors").
 
-A selector says one or two things, and the planner does the rest:
-
-* :meth:`OptimumSelector.cost`: the cost of one measurement (lower is better). With it, the
-  optimizer stops early (survey, contenders, settled choice).
-* :meth:`OptimumSelector.feasible`, for a constraint: whether a measurement passes, against
-  :meth:`OptimumSelector.reference` (by default the highest limit's measurement).
-
-A selector written as Zeus's docs show overrides only :meth:`OptimumSelector.select` (it gets
-measurements with Zeus's field names ``power_limit``, ``energy``, ``time``); it gets Zeus's
-exhaustive sweep, and its ``select`` makes the choice.
+A selector defines a measurement's ``cost`` (then the optimizer stops early) and, for a
+constraint, ``feasible`` against a ``reference``; one that overrides only Zeus's ``select`` gets
+Zeus's exhaustive sweep and makes the choice itself.
 """
 
 from __future__ import annotations
