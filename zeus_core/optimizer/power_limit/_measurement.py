@@ -1,7 +1,4 @@
-"""What profiling yields: a visit's samples, and a limit's measurement with Zeus's field names.
-
-How the figures are estimated: docs/optimizers/power-limit.md ("Measurements").
-"""
+"""A visit's samples and a limit's measurement (docs/optimizers/power-limit.md, "Measurements")."""
 
 from __future__ import annotations
 
@@ -19,12 +16,7 @@ _OLD_NAMES = {"power_limit_w": "power_limit", "energy_per_step_j": "energy", "ti
 
 @dataclass(frozen=True)
 class PowerLimitMeasurement:
-    """The whole job's time and GPU energy per training step at one power limit.
-
-    Energy: every GPU of every rank; time: the slowest rank's. ``power_limit``, ``energy`` and
-    ``time`` are Zeus's names, so a selector written for Zeus runs unchanged; Zeus's are totals over
-    40 steps, these are per step (limits get different numbers of steps): comparisons and ratios
-    between limits mean the same.
+    """The whole job's time (slowest rank) and GPU energy (every GPU) per step at one limit, in Zeus's fields.
 
     Attributes:
         power_limit: The limit every GPU ran under, W.
@@ -36,8 +28,7 @@ class PowerLimitMeasurement:
         covariance_js: Covariance of one step's energy and time, J·s.
         num_gpus: GPUs whose energy is summed.
         samples: Energy-counter samples the variances come from (``None``: one per step).
-        spread_dof: Degrees of freedom of the variances when they rest on the job-wide jitter
-            (``None``: on this limit's own samples).
+        spread_dof: Degrees of freedom of the variances if they rest on the job's jitter (``None``: own).
 
     Raises:
         ZeusProfileError: A figure is not finite or out of range.
@@ -124,10 +115,9 @@ class PowerLimitMeasurement:
         """
         if not isinstance(data, Mapping):
             raise ZeusProfileError(f"Power-limit measurement {str(data)[:200]} is not an object.")
-        known = {f.name for f in fields(cls)}
         values = {_OLD_NAMES.get(k, k): v for k, v in data.items()}
         try:
-            kwargs = {k: v for k, v in values.items() if k in known}
+            kwargs = {f.name: values[f.name] for f in fields(cls) if f.name in values}
             for name in ("steps", "num_gpus", "samples", "spread_dof"):
                 if kwargs.get(name) is not None:
                     kwargs[name] = int(kwargs[name])
@@ -189,10 +179,8 @@ class Visit:
             limit, times, energies, steps, *rest = item
             numbers = (tuple(map(float, times)), tuple(map(float, energies)), tuple(map(int, steps)))
             visit = cls(float(limit), *numbers, int(rest[0]) if rest else 0)
-        except (TypeError, ValueError) as exc:
-            raise ZeusProfileError(
-                f"A saved profiling visit is malformed ({exc}): {str(item)[:200]}"
-            ) from exc
+        except (TypeError, ValueError) as e:
+            raise ZeusProfileError(f"A saved profiling visit is malformed ({e}): {str(item)[:200]}") from e
         if not visit.times_s or not len(visit.times_s) == len(visit.energies_j) == len(visit.steps):
             raise ZeusProfileError(f"A saved profiling visit has mismatched samples: {str(item)[:200]}")
         if min(visit.steps) < 1 or not all(math.isfinite(x) for x in (*visit.times_s, *visit.energies_j)):
@@ -201,13 +189,7 @@ class Visit:
 
 
 def expected_savings(optimal: float, measurements: Sequence[PowerLimitMeasurement]) -> str:
-    """What the choice saves against the highest limit measured, for the decision's line (or ``""``).
-
-    Example:
-        >>> ms = [PowerLimitMeasurement(300, 40, 0.50, 150.0), PowerLimitMeasurement(250, 40, 0.52, 120.0)]
-        >>> expected_savings(250.0, ms)
-        ': expected +20.0% energy saved per step, time per step +4.0%, compared with 300 W'
-    """
+    """What the choice saves against the highest limit measured, for the decision's line (or ``""``)."""
     chosen = next((m for m in measurements if m.power_limit == optimal), None)
     top = max(measurements, key=lambda m: m.power_limit, default=None)
     if chosen is None or top is None or top is chosen or top.energy <= 0:

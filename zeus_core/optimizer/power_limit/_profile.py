@@ -1,18 +1,4 @@
-"""The power-limit profile file (JSON, written by a writer thread) and the job's hardware it is valid for.
-
-A profile holds the measurements, every visit's samples and the decision; it is refused on another
-GPU model, another set of GPUs or another limit range, with the fix. Format, ``"version": 2``
-(version 1, whose measurements say ``power_limit_w``, ``energy_per_step_j``, ``time_per_step_s``, is
-read too)::
-
-    {"version": 2, "kind": "zeus-suite/power-limit-profile",
-     "hardware": {"gpu_model": "NVIDIA A40", "gpu_uuids": ["GPU-…"], "world_size": 1, "min_w": 100.0,
-                  "max_w": 300.0, "simulated": false},
-     "selector": "MaxSlowdownConstraint(factor=1.1, tolerance=0.0)",
-     "measurements": [{"power_limit": 300.0, "steps": 40, "time": …, "energy": …, …}, …],
-     "optimal_power_limit_w": 250.0, "reason": "…",          # null while profiling goes on
-     "visits": [[300.0, [sample s], [sample J], [sample steps], first step], …]}
-"""
+"""The profile file and the job's GPUs: docs/optimizers/power-limit.md ("Ranks, restore, profile file")."""
 
 from __future__ import annotations
 
@@ -42,10 +28,6 @@ logger = logging.getLogger(__name__)
 
 _VERSION = 2
 _KIND = "zeus-suite/power-limit-profile"
-
-
-def _finite(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def _no_constant(name: str) -> Any:
@@ -132,7 +114,7 @@ class PowerLimitProfile:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe form (see the module docstring)."""
+        """JSON-safe form (the profile file's format, docs/optimizers/power-limit.md)."""
         return {
             "version": _VERSION,
             "kind": _KIND,
@@ -167,7 +149,6 @@ class PowerLimitProfile:
                 f'{source}: field "hardware" is missing or not an object, so the GPUs it was measured on '
                 "cannot be checked; re-profile with a new profile_path."
             )
-        optimal = data.get("optimal_power_limit_w")
         known = {"version", "kind", "hardware", "selector", "measurements", "optimal_power_limit_w", "reason"}
         field = "hardware"
         try:
@@ -179,8 +160,9 @@ class PowerLimitProfile:
             for i, item in enumerate(items):
                 field = f"measurements[{i}]"
                 measurements.append(PowerLimitMeasurement.from_dict(item))
-            field = "optimal_power_limit_w"
-            if optimal is not None and not (_finite(optimal) and optimal > 0):
+            field, optimal = "optimal_power_limit_w", data.get("optimal_power_limit_w")
+            number = isinstance(optimal, (int, float)) and not isinstance(optimal, bool)
+            if optimal is not None and not (number and math.isfinite(optimal) and optimal > 0):
                 raise ValueError(f"{optimal!r} is not a positive, finite number of watts")
             return cls(
                 hardware=hardware,
@@ -196,11 +178,7 @@ class PowerLimitProfile:
             ) from e
 
     def save(self, path: str | Path) -> None:
-        """Write the profile as JSON, atomically (:func:`zeus_core._files.write_atomic`).
-
-        A reader never sees half a file, and a symlink planted at ``path`` or beside it is never
-        followed.
-        """
+        """Write the profile as JSON atomically: no reader sees half a file; no symlink is followed."""
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, json.dumps(self.to_dict(), indent=2, allow_nan=False) + "\n")
 
@@ -229,38 +207,33 @@ class PowerLimitProfile:
             ZeusProfileError: GPU model, number of GPUs, the GPUs themselves or the limit range differ.
         """
         saved = self.hardware
-        fix = "Delete the file (or pass a new profile_path) to profile this job's GPUs."
         if saved.gpu_model != job.gpu_model:
-            raise ZeusProfileError(
-                f"{source} was measured on {saved.gpu_model!r} GPUs, but this job runs on "
-                f"{job.gpu_model!r}. {fix}"
-            )
-        if saved.num_gpus != job.num_gpus:
-            raise ZeusProfileError(
-                f"{source} was measured on {saved.num_gpus} GPU(s), but this job uses {job.num_gpus}. {fix}"
-            )
-        if sorted(saved.gpu_uuids) != sorted(job.gpu_uuids):
+            problem = f"was measured on {saved.gpu_model!r} GPUs, but this job runs on {job.gpu_model!r}"
+        elif saved.num_gpus != job.num_gpus:
+            problem = f"was measured on {saved.num_gpus} GPU(s), but this job uses {job.num_gpus}"
+        elif sorted(saved.gpu_uuids) != sorted(job.gpu_uuids):
             missing = sorted(set(saved.gpu_uuids) - set(job.gpu_uuids))
-            raise ZeusProfileError(
-                f"{source} was measured on another set of GPUs ({list(saved.gpu_uuids)}); this job's "
-                f"GPUs are {list(job.gpu_uuids)} (not present: {missing}). {fix}"
+            problem = (
+                f"was measured on another set of GPUs ({list(saved.gpu_uuids)}); this job's GPUs are "
+                f"{list(job.gpu_uuids)} (not present: {missing})"
             )
-        if (saved.min_w, saved.max_w) != (job.min_w, job.max_w):
-            raise ZeusProfileError(
-                f"{source} assumes power limits {saved.min_w:g}–{saved.max_w:g} W, but this job's GPUs allow "
-                f"{job.min_w:g}–{job.max_w:g} W. {fix}"
+        elif (saved.min_w, saved.max_w) != (job.min_w, job.max_w):
+            problem = (
+                f"assumes power limits {saved.min_w:g}–{saved.max_w:g} W, but this job's GPUs allow "
+                f"{job.min_w:g}–{job.max_w:g} W"
             )
+        else:
+            return
+        raise ZeusProfileError(
+            f"{source} {problem}. Delete the file (or pass a new profile_path) to profile this job's GPUs."
+        )
 
 
 def gather_job_gpus(gpus: Sequence[GPU]) -> JobGPUs:
-    """Describe the GPUs of the whole job (every rank calls this; one all-gather when distributed).
-
-    Args:
-        gpus: This rank's monitored GPUs (one model, one limit range).
+    """The GPUs of the whole job, from this rank's ``gpus`` (every rank calls this; one all-gather).
 
     Raises:
-        ZeusConfigError: Ranks monitor different GPU models or limit ranges, or two ranks monitor
-            the same real GPU (its energy would count twice).
+        ZeusConfigError: Ranks monitor different GPU models or limit ranges, or one real GPU twice.
     """
     c = gpus[0].power_limit_constraints()
     local = (gpus[0].name, [g.uuid for g in gpus], c.min_w, c.max_w, any(g.simulated for g in gpus))
@@ -292,21 +265,13 @@ def gather_job_gpus(gpus: Sequence[GPU]) -> JobGPUs:
 
 
 def load_profile_on_every_rank(path: Path, job: JobGPUs, limits: Sequence[float]) -> PowerLimitProfile | None:
-    """Rank 0 reads and checks the profile at ``path``; every rank gets the same answer.
-
-    Args:
-        path: The profile file.
-        job: The job's GPUs (the profile must be of them).
-        limits: The limits the optimizer profiles, W (a saved decision must be one of them).
-
-    Returns:
-        The profile, or ``None`` when there is no file yet.
+    """Rank 0 reads and checks the profile at ``path`` (``None``: no file yet); every rank gets its answer.
 
     Raises:
-        ZeusProfileError: On every rank, when the file is malformed, of other hardware, or decides
-            a limit that is not one of ``limits``.
+        ZeusProfileError: On every rank: the file is malformed, of other hardware than ``job``, or
+            decides a limit that is not one of ``limits`` (W).
     """
-    payload: tuple[str, Any] = ("none", None)
+    payload: dict[str, Any] | str | None = None  # the profile, the error's message, or no file
     if distributed.is_rank_zero() and path.exists():
         try:
             profile = PowerLimitProfile.load(path)
@@ -319,15 +284,14 @@ def load_profile_on_every_rank(path: Path, job: JobGPUs, limits: Sequence[float]
                     f"this optimizer sets ({', '.join(f'{w:g}' for w in limits)} W). Delete the file, or "
                     "pass the pl_step it was profiled with."
                 )
-            payload = ("ok", profile.to_dict())
+            payload = profile.to_dict()
         except ZeusProfileError as e:
-            payload = ("error", str(e))
+            payload = str(e)
     if distributed.world_size() > 1:
         payload = distributed.broadcast_object(payload)
-    kind, content = payload
-    if kind == "error":
-        raise ZeusProfileError(content)
-    return PowerLimitProfile.from_dict(content) if kind == "ok" else None
+    if isinstance(payload, str):
+        raise ZeusProfileError(payload)
+    return None if payload is None else PowerLimitProfile.from_dict(payload)
 
 
 def check_gpus(gpus: Sequence[GPU]) -> PowerLimitConstraints:
@@ -358,17 +322,12 @@ def check_gpus(gpus: Sequence[GPU]) -> PowerLimitConstraints:
 
 
 def checkpointed_measurements(state: Mapping[str, Any], job: JobGPUs) -> list[PowerLimitMeasurement] | None:
-    """The measurements of a checkpoint (``None``, with a warning, when it is of other hardware).
-
-    Malformed measurements are dropped with a warning; so is a state of an unknown version.
-    """
+    """A checkpoint's measurements (``None`` when of other hardware); what it drops or doubts is logged."""
     source = "The power-limit optimizer's checkpointed state"
     if not isinstance(state, Mapping) or not isinstance(state.get("measurements", []), list):
         raise ZeusProfileError(f"{source} is not a state_dict() (field 'measurements' must be a list).")
-    if state.get("version") not in (1, 2):
-        logger.warning(
-            "Power-limit optimizer state of version %r; loading what matches.", state.get("version")
-        )
+    if (version := state.get("version")) not in (1, 2):
+        logger.warning("Power-limit optimizer state of version %r; loading what matches.", version)
     try:
         if not isinstance(state.get("hardware"), Mapping):  # a null hardware is no proof of the same GPUs
             raise ZeusProfileError(f"{source} does not name the GPUs it was measured on (field 'hardware').")

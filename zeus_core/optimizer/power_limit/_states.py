@@ -1,13 +1,4 @@
-"""States of the power-limit optimizer (docs/optimizers/power-limit.md, "Off the training thread").
-
-Transitions, all made by ``GlobalPowerLimitOptimizer._transition`` ("step": an ``on_step_begin``)::
-
-    Ready(limit, n)    --n-th step-->       Warmup(limit) | Measuring(limit)          [sets the limit]
-    Warmup(limit, n)   --n-th step-->       Measuring(limit)                          [opens a visit]
-    Measuring(limit)   --visit handed over--> Deciding(limit) | Warmup(next lower limit)
-    Deciding(limit)    --next step-->       Warmup | Measuring (the plan's limit) | Done
-    any but Done       --budget spent-->    Done
-"""
+"""States of the power-limit optimizer; their transitions: docs/optimizers/power-limit.md ("States")."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""The statistics of power-limit profiling: estimates, stalls, the job's jitter, intervals.
-
-Pure functions of the samples (no devices, no ranks); explained in docs/optimizers/power-limit.md
-("Measurements" and "The final choice").
-"""
+"""Estimates, stalls, the job's jitter and intervals, from samples alone (docs/optimizers/power-limit.md)."""
 
 from __future__ import annotations
 
@@ -23,6 +19,8 @@ __all__ = [
     "significantly_greater",
 ]
 
+_Samples = tuple[list[float], list[float], list[int]]  # samples' times (s), energies (J) and steps
+
 
 def summarize(
     power_limit: float,
@@ -31,13 +29,7 @@ def summarize(
     steps: Sequence[int],
     num_gpus: int,
 ) -> PowerLimitMeasurement:
-    """A limit's measurement from samples of ``steps[i]`` steps each, weighted by their steps.
-
-    Example:
-        >>> m = summarize(250, [1.0, 1.2], [200.0, 250.0], [4, 4], num_gpus=1)
-        >>> m.time, m.energy, m.samples, round(m.time_var_s2, 6)
-        (0.275, 56.25, 2, 0.0025)
-    """
+    """A limit's measurement (W, s, J) from samples of ``steps[i]`` steps each, weighted by their steps."""
     k, n = len(times_s), sum(steps)
     mean_t, mean_e = math.fsum(times_s) / n, math.fsum(energies_j) / n
     var_t = var_e = cov = 0.0
@@ -55,30 +47,20 @@ def drop_stalls(
     steps: Sequence[int],
     stall_ratio: float = 0.25,
     step_spread: float | None = None,
-) -> tuple[list[float], list[float], list[int]]:
-    """The samples without stalls.
+) -> _Samples:
+    """The samples without stalls (docs/optimizers/power-limit.md, "Measurements").
 
-    A stall is a sample of ``n`` steps whose time per step exceeds the median by more than
-    ``stall_ratio / n`` and five standard deviations of the jitter (``step_spread``, the job's,
-    relative per step; else the samples' own, and then fewer than half may go).
-
-    Example:
-        >>> drop_stalls([1.0, 1.02, 0.98, 3.0, 1.01], [10, 10, 10, 11, 10], [1, 1, 1, 1, 1])[0]
-        [1.0, 1.02, 0.98, 1.01]
+    ``step_spread``: the job's relative jitter of one step; without it, the samples' own, and fewer
+    than half may go.
     """
     kept = (list(times_s), list(energies_j), list(steps))
     if len(times_s) < 3:
         return kept
     per_step = [t / n for t, n in zip(times_s, steps)]
-
     if step_spread is None:
         median = statistics.median(per_step)
         mad = 5 * 1.4826 * statistics.median(abs(x - median) for x in per_step)
-        keep = [
-            i
-            for i, (x, n) in enumerate(zip(per_step, steps))
-            if x <= median + max(stall_ratio * median / n, mad)
-        ]
+        keep = [i for i, x in enumerate(per_step) if x <= median + max(stall_ratio * median / steps[i], mad)]
         if 2 * len(keep) <= len(per_step):
             return kept
     else:  # stalls only slow: the median starts from the faster half, then is re-taken over the kept
@@ -93,21 +75,13 @@ def drop_stalls(
             median = statistics.median([per_step[i] for i in keep])
         if len(keep) < 2:
             return kept
-    if len(keep) == len(per_step):
-        return kept
     return [times_s[i] for i in keep], [energies_j[i] for i in keep], [steps[i] for i in keep]
 
 
 def relative_step_spread(groups: Sequence[tuple[Sequence[float], Sequence[int]]]) -> float | None:
-    """Relative standard deviation of one step's value, pooled over groups (limits) of samples, robustly.
+    """The job's jitter: relative SD of one step's value, from consecutive samples of each group (limit).
 
-    Two consecutive samples of a group, per-step values ``x`` over ``n`` steps, give ``|x_i − x_(i+1)|
-    / (m·sqrt(1/n_i + 1/n_(i+1)))`` (``m``: the group's median), ``σ·|Z|`` for jitter alone; the
-    estimate is 1.4826 × their median (``None`` with fewer than eight pairs).
-
-    Example:
-        >>> round(relative_step_spread([([1.0, 1.1, 0.9, 1.0], [1] * 4)] * 3), 4)
-        0.1048
+    Robust (1.4826 × a median); ``None`` with fewer than eight pairs. See docs/optimizers/power-limit.md.
     """
     devs: list[float] = []
     for values, steps in groups:
@@ -125,11 +99,7 @@ def relative_step_spread(groups: Sequence[tuple[Sequence[float], Sequence[int]]]
 def _floored(
     m: PowerLimitMeasurement, time_sd: float | None, energy_sd: float | None, dof: int
 ) -> PowerLimitMeasurement:
-    """``m`` with variances at least the job's jitter's.
-
-    It takes the job's ``dof`` where its own spread is consistent with the jitter (below its 99th
-    percentile); the covariance keeps its correlation.
-    """
+    """``m`` with variances at least the job's jitter's, and its ``dof`` where consistent with it."""
     floor_t, floor_e = ((time_sd or 0.0) * m.time) ** 2, ((energy_sd or 0.0) * m.energy) ** 2
     vt, ve = max(m.time_var_s2, floor_t), max(m.energy_var_j2, floor_e)
     own = m.samples - 1  # type: ignore[operator]
@@ -154,14 +124,7 @@ def _consistent(own_var: float, floor_var: float, own_dof: int) -> bool:
 
 
 class SampleLog:
-    """Every visit's samples (``visits``), and the measurements they give (judged with the job's jitter).
-
-    Example:
-        >>> log = SampleLog(num_gpus=1)
-        >>> log.add(Visit(300.0, (1.0, 1.02, 0.98), (300.0, 306.0, 294.0), (5, 5, 5)))
-        >>> [round(m.time, 3) for m in log.measurements()]
-        [0.2]
-    """
+    """Every visit's samples (``visits``), and the measurements they give (judged with the job's jitter)."""
 
     def __init__(self, num_gpus: int = 1, visits: Sequence[Visit] = ()) -> None:
         self.num_gpus = num_gpus
@@ -169,16 +132,12 @@ class SampleLog:
         self._spreads: tuple[float | None, float | None, int] | None = None
         self._spread_samples = 0  # samples the jitter was last estimated from
         self._judged: dict[float, PowerLimitMeasurement] = {}
-        self._groups: dict[float, tuple[list[float], list[float], list[int]]] = {}  # samples by limit
+        self._groups: dict[float, _Samples] = {}  # samples by limit
         for v in visits:
             self.add(v)
 
     def add(self, visit: Visit) -> None:
-        """Record a finished visit (its limit is judged again).
-
-        Every limit is, once the samples have grown by a quarter since the jitter was estimated (it
-        changes little later on, and judging every limit costs the most).
-        """
+        """Record a finished visit; its limit is judged again (every limit, once the samples grew by 25 %)."""
         self.visits.append(visit)
         t, e, n = self._groups.setdefault(visit.power_limit, ([], [], []))
         t += visit.times_s
@@ -191,10 +150,7 @@ class SampleLog:
             self._judged.pop(visit.power_limit, None)
 
     def spreads(self) -> tuple[float | None, float | None, int]:
-        """The job's relative jitter of one step's time and energy (``None``: too few samples), and its dof.
-
-        Estimated, then again over the samples cleaned with it; half the samples' dof (a median).
-        """
+        """The job's relative jitter of one step's time and energy (``None``: too few samples), and dof."""
         if self._spreads is None:
             groups = list(self._groups.values())
             self._spread_samples = sum(len(t) for t, _, _ in groups)
@@ -205,9 +161,7 @@ class SampleLog:
             self._spreads = (time_sd, relative_step_spread([(e, n) for _, e, n in cleaned]), dof)
         return self._spreads
 
-    def _judge(
-        self, limit: float, samples: tuple[list[float], list[float], list[int]]
-    ) -> PowerLimitMeasurement:
+    def _judge(self, limit: float, samples: _Samples) -> PowerLimitMeasurement:
         time_sd, energy_sd, dof = self.spreads()
         t, e, n = drop_stalls(*samples, step_spread=time_sd)
         return _floored(summarize(limit, t, e, n, self.num_gpus), time_sd, energy_sd, dof)
@@ -221,9 +175,8 @@ class SampleLog:
     def with_running(self, visit: Visit) -> list[PowerLimitMeasurement]:
         """:meth:`measurements` with a visit in progress counted for its limit (the jitter as it stands)."""
         t, e, n = self._groups.get(visit.power_limit, ([], [], []))
-        running = self._judge(
-            visit.power_limit, (t + [*visit.times_s], e + [*visit.energies_j], n + [*visit.steps])
-        )
+        samples = (t + [*visit.times_s], e + [*visit.energies_j], n + [*visit.steps])
+        running = self._judge(visit.power_limit, samples)
         others = [m for m in self.measurements() if m.power_limit != visit.power_limit]
         return sorted([*others, running], key=lambda m: -m.power_limit)
 
@@ -234,12 +187,7 @@ class SampleLog:
 
 @functools.lru_cache(maxsize=2048)
 def quantile(confidence: float, dof: int) -> float:
-    """Two-sided Student-t quantile: ``P(|T| < t) = confidence`` (``inf`` for ``dof < 1``).
-
-    Example:
-        >>> round(quantile(0.95, 4), 3), round(quantile(0.95, 1000), 3)
-        (2.776, 1.962)
-    """
+    """Two-sided Student-t quantile: ``P(|T| < t) = confidence`` (``inf`` for ``dof < 1``)."""
     if dof < 1:
         return math.inf
     p = 0.5 + confidence / 2
@@ -267,31 +215,20 @@ def quantile(confidence: float, dof: int) -> float:
 def _t_central(t: float, dof: int) -> float:
     """``P(|T| < t)`` for Student's t with integer ``dof`` (Abramowitz & Stegun 26.7.3–4)."""
     theta = math.atan(t / math.sqrt(dof))
-    c2 = math.cos(theta) ** 2
-    if dof % 2 == 1:
-        term = total = 0.0
-        if dof > 1:
-            term = total = 1.0
-            for k in range(3, dof - 1, 2):
-                term *= c2 * (k - 1) / k
-                total += term
-        return 2.0 / math.pi * (theta + math.sin(theta) * math.cos(theta) * total)
-    term = total = 1.0
-    for k in range(2, dof - 1, 2):
+    c2, odd = math.cos(theta) ** 2, dof % 2 == 1
+    term = total = 0.0 if dof == 1 else 1.0
+    for k in range(3 if odd else 2, dof - 1, 2):
         term *= c2 * (k - 1) / k
         total += term
+    if odd:
+        return 2.0 / math.pi * (theta + math.sin(theta) * math.cos(theta) * total)
     return math.sin(theta) * total
 
 
 def significantly_greater(
     a: float, se_a: float, dof_a: int, b: float, se_b: float, dof_b: int, confidence: float
 ) -> bool:
-    """Whether ``a > b`` beyond noise: ``a − b > t·sqrt(se_a² + se_b²)``, ``t`` for the smaller dof.
-
-    Example:
-        >>> significantly_greater(10.5, 0.1, 9, 10.0, 0.1, 9, 0.95)
-        True
-    """
+    """Whether ``a > b`` beyond noise: ``a − b > t·sqrt(se_a² + se_b²)``, ``t`` for the smaller dof."""
     q = quantile(confidence, min(dof_a, dof_b))
     spread = math.hypot(se_a, se_b)
     return not (math.isinf(q) or math.isinf(spread)) and a - b > q * spread
