@@ -27,3 +27,14 @@ def test_a_block_runs(code: str, tmp_path) -> None:
         env={"PYTHONPATH": str(REPO_ROOT), "ZEUS_SUITE_QUIET": "1", "PATH": "/usr/bin:/bin"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.parametrize(
+    "module", sorted(p.stem for p in (REPO_ROOT / "zeus_core/optimizer/power_limit").glob("_[a-z]*.py"))
+)
+def test_the_examples_of_the_internal_modules_run(module: str) -> None:
+    import doctest
+    import importlib
+
+    mod = importlib.import_module(f"zeus_core.optimizer.power_limit.{module}")
+    assert doctest.testmod(mod, optionflags=doctest.ELLIPSIS).failed == 0

@@ -48,7 +48,7 @@ def candidate_limits(max_w: float, min_w: float, step_w: float) -> list[float]:
     """Limits from ``max_w`` down to ``min_w`` in ``step_w`` steps, W, highest first (``min_w`` if landed on).
 
     Example:
-        >>> candidate_limits(300, 100, 75)
+        >>> candidate_limits(300.0, 100.0, 75.0)
         [300.0, 225.0, 150.0]
     """
     limits, i = [], 0
