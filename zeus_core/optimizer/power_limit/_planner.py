@@ -79,14 +79,14 @@ def _shifted(m: PowerLimitMeasurement, time_factor: float, energy_factor: float)
     return out
 
 
-_Cache = dict[Any, tuple[Any, ...]]
-"""Costs (by a measurement's id) and feasibility verdicts (by ids and knobs), with the objects kept."""
+_Cache = dict[Any, Any]
+"""Costs and their errors (by measurement and limits measured), and feasibility verdicts."""
 
 
 class _Judge:
     """Costs, intervals and feasibility of one set of measurements, as the selector defines them.
 
-    ``cache`` keeps costs and verdicts across calls (by identity): a check recomputes the running limit's.
+    ``cache`` keeps costs and verdicts across calls: a check recomputes only the running limit's.
     """
 
     def __init__(
@@ -102,11 +102,10 @@ class _Judge:
         context = tuple(m.power_limit for m in self.ms)
         cache = self._cache = {} if cache is None else cache
         for m in self.ms:
-            hit = cache.get(id(m))
-            if hit is None or hit[0] is not m or hit[1] != context:
+            if (m, context) not in cache:
                 self.cost[m.power_limit] = selector.cost(m, self.ms)
-                hit = cache[id(m)] = (m, context, self.cost[m.power_limit], self._cost_se(m))
-            self.cost[m.power_limit], self.se[m.power_limit] = hit[2], hit[3]
+                cache[m, context] = (self.cost[m.power_limit], self._cost_se(m))
+            self.cost[m.power_limit], self.se[m.power_limit] = cache[m, context]
         self.ref = selector.reference(self.ms) if selector.constrains else None
         self._contenders: list[PowerLimitMeasurement] | None = None
         feasible = [m for m in self.ms if self.ref is None or selector.feasible(m, self.ref)]
@@ -140,14 +139,12 @@ class _Judge:
         ``slack > 0``: feasible even ``1 + slack`` times slower and costlier; ``< 0``: infeasible even
         ``1 − slack`` times faster and cheaper.
         """
-        ref = self.ref
-        if ref is None:
+        if self.ref is None:
             return 1
-        key = (id(m), id(ref), slack, confidence or self.confidence)
-        hit = self._cache.get(key)
-        if hit is None or hit[0] is not m or hit[1] is not ref:
-            hit = self._cache[key] = (m, ref, self._feasibility(m, ref, slack, confidence))
-        return hit[2]
+        key = (m, self.ref, slack, confidence or self.confidence)
+        if key not in self._cache:
+            self._cache[key] = self._feasibility(m, self.ref, slack, confidence)
+        return self._cache[key]
 
     def _feasibility(
         self, m: PowerLimitMeasurement, ref: PowerLimitMeasurement, slack: float, confidence: float | None
@@ -207,8 +204,7 @@ class _Judge:
         if all(m is not self.best for m in tail) and all(self.rose(m, self.options.margin) for m in tail):
             return (
                 f"the cost rose by more than {self.options.margin:.0%} at the last {patience} limit(s) "
-                f"({names} W) "
-                f"after the best, {self.best.power_limit:g} W"
+                f"({names} W) after the best, {self.best.power_limit:g} W"
             )
         return None
 
@@ -321,17 +317,17 @@ class Planner:
             m for m in judge.ms if self._cap(m) - m.steps >= self.options.min_steps and not judge.tight(m)
         ]
         unsure = [m for m in contenders if m in room]
+        short = [m for m in room if m.power_limit in self._decisive and m.steps < self.profile_steps]
         if len(contenders) > 1 and unsure and not judge.settled():
             if budget_left is not None:  # only the most promising that the budget pays for
                 affordable = budget_left // (self.warmup_steps + self.profile_steps)
                 unsure = sorted(unsure, key=judge.priority)[: max(2, affordable)]
             target = min(unsure, key=lambda m: (m.steps, judge.priority(m), -m.power_limit))
-            return Action(Step.MEASURE, target.power_limit, again=True, cap=self._cap(target), reason=reason)
-        short = [m for m in room if m.power_limit in self._decisive and m.steps < self.profile_steps]
-        if short:
+        elif short:
             target = min(short, key=lambda m: (m.steps, -m.power_limit))
-            return Action(Step.MEASURE, target.power_limit, again=True, cap=self._cap(target), reason=reason)
-        return Action(Step.DONE, choice, reason=reason)
+        else:
+            return Action(Step.DONE, choice, reason=reason)
+        return Action(Step.MEASURE, target.power_limit, again=True, cap=self._cap(target), reason=reason)
 
     def choose(self, ms: Measurements) -> float:
         """The choice from ``ms`` (:func:`choose`), W."""
