@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import json
-import logging
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -15,16 +14,7 @@ from zeus_core.device._base import GPU, PowerLimitConstraints
 from zeus_core.exceptions import ZeusConfigError, ZeusPermissionError, ZeusProfileError
 from zeus_core.optimizer.power_limit._measurement import PowerLimitMeasurement
 
-__all__ = [
-    "checkpointed_measurements",
-    "JobGPUs",
-    "PowerLimitProfile",
-    "check_gpus",
-    "gather_job_gpus",
-    "load_profile_on_every_rank",
-]
-
-logger = logging.getLogger(__name__)
+__all__ = ["JobGPUs", "PowerLimitProfile", "check_gpus", "gather_job_gpus"]
 
 _VERSION = 2
 _KIND = "zeus-suite/power-limit-profile"
@@ -236,62 +226,27 @@ def gather_job_gpus(gpus: Sequence[GPU]) -> JobGPUs:
         ZeusConfigError: Ranks monitor different GPU models or limit ranges, or one real GPU twice.
     """
     c = gpus[0].power_limit_constraints()
-    local = (gpus[0].name, [g.uuid for g in gpus], c.min_w, c.max_w, any(g.simulated for g in gpus))
+    mine = tuple(g.uuid for g in gpus)
+    local = JobGPUs(gpus[0].name, mine, 1, c.min_w, c.max_w, any(g.simulated for g in gpus))
     ranks = distributed.all_gather_object(local) if distributed.world_size() > 1 else [local]
-    if len({(name, lo, hi) for name, _, lo, hi, _ in ranks}) > 1:
+    if len({(r.gpu_model, r.min_w, r.max_w) for r in ranks}) > 1:
         raise ZeusConfigError(
             "GlobalPowerLimitOptimizer: ranks monitor different GPUs "
-            f"({[f'rank {r}: {n} {lo:g}-{hi:g} W' for r, (n, _, lo, hi, _) in enumerate(ranks)]}); one "
+            f"({[f'rank {i}: {r.gpu_model} {r.min_w:g}-{r.max_w:g} W' for i, r in enumerate(ranks)]}); one "
             "limit can only be set on one GPU model with one limit range."
         )
     owners: dict[str, int] = {}
-    for r, (_, uuids, _, _, simulated) in enumerate(ranks):
-        for u in uuids:
-            if u in owners and not simulated:  # simulated GPUs of different processes are distinct objects
+    for i, r in enumerate(ranks):
+        for u in r.gpu_uuids:
+            if u in owners and not r.simulated:  # simulated GPUs of different processes are distinct objects
                 raise ZeusConfigError(
-                    f"GlobalPowerLimitOptimizer: GPU {u} is monitored by ranks {owners[u]} and {r}, so its "
+                    f"GlobalPowerLimitOptimizer: GPU {u} is monitored by ranks {owners[u]} and {i}, so its "
                     "energy would count twice. Give each rank its own GPU, e.g. "
                     "ZeusMonitor(gpu_indices=[local_rank])."
                 )
-            owners[u] = r
-    return JobGPUs(
-        gpu_model=ranks[0][0],
-        gpu_uuids=tuple(u for _, uuids, _, _, _ in ranks for u in uuids),
-        world_size=len(ranks),
-        min_w=c.min_w,
-        max_w=c.max_w,
-        simulated=any(r[4] for r in ranks),
-    )
-
-
-def load_profile_on_every_rank(path: Path, job: JobGPUs, limits: Sequence[float]) -> PowerLimitProfile | None:
-    """Rank 0 reads and checks the profile at ``path`` (``None``: no file yet); every rank gets its answer.
-
-    Raises:
-        ZeusProfileError: On every rank: the file is malformed, of other hardware than ``job``, or
-            decides a limit that is not one of ``limits`` (W).
-    """
-    payload: dict[str, Any] | str | None = None  # the profile, the error's message, or no file
-    if distributed.is_rank_zero() and path.exists():
-        try:
-            profile = PowerLimitProfile.load(path)
-            source = f"Power-limit profile {str(path)!r}"
-            profile.check(job, source=source)
-            decided = profile.optimal_power_limit_w
-            if decided is not None and not any(abs(decided - w) < 1e-6 for w in limits):
-                raise ZeusProfileError(
-                    f"{source}: field 'optimal_power_limit_w' is {decided:g} W, not one of the limits "
-                    f"this optimizer sets ({', '.join(f'{w:g}' for w in limits)} W). Delete the file, or "
-                    "pass the pl_step it was profiled with."
-                )
-            payload = profile.to_dict()
-        except ZeusProfileError as e:
-            payload = str(e)
-    if distributed.world_size() > 1:
-        payload = distributed.broadcast_object(payload)
-    if isinstance(payload, str):
-        raise ZeusProfileError(payload)
-    return None if payload is None else PowerLimitProfile.from_dict(payload)
+            owners[u] = i
+    uuids = tuple(u for r in ranks for u in r.gpu_uuids)
+    return replace(local, gpu_uuids=uuids, world_size=len(ranks), simulated=any(r.simulated for r in ranks))
 
 
 def check_gpus(gpus: Sequence[GPU]) -> PowerLimitConstraints:
@@ -301,9 +256,8 @@ def check_gpus(gpus: Sequence[GPU]) -> PowerLimitConstraints:
         ZeusConfigError: Different models or limit ranges.
         ZeusPermissionError: This process may not set power limits (the message says how to).
     """
-    names = {g.name for g in gpus}
     constraints = {g.power_limit_constraints() for g in gpus}
-    if len(names) > 1 or len(constraints) > 1:
+    if len({g.name for g in gpus}) > 1 or len(constraints) > 1:
         raise ZeusConfigError(
             "GlobalPowerLimitOptimizer sets one power limit on every monitored GPU, so they must be "
             f"the same model with the same limit range; got {[g.describe() for g in gpus]} with ranges "
@@ -319,26 +273,3 @@ def check_gpus(gpus: Sequence[GPU]) -> PowerLimitConstraints:
                 f"may not: {e}"
             ) from e
     return next(iter(constraints))
-
-
-def checkpointed_measurements(state: Mapping[str, Any], job: JobGPUs) -> list[PowerLimitMeasurement] | None:
-    """A checkpoint's measurements (``None`` when of other hardware); what it drops or doubts is logged."""
-    source = "The power-limit optimizer's checkpointed state"
-    if not isinstance(state, Mapping) or not isinstance(state.get("measurements", []), list):
-        raise ZeusProfileError(f"{source} is not a state_dict() (field 'measurements' must be a list).")
-    if (version := state.get("version")) not in (1, 2):
-        logger.warning("Power-limit optimizer state of version %r; loading what matches.", version)
-    try:
-        if not isinstance(state.get("hardware"), Mapping):  # a null hardware is no proof of the same GPUs
-            raise ZeusProfileError(f"{source} does not name the GPUs it was measured on (field 'hardware').")
-        PowerLimitProfile(JobGPUs.from_dict(state["hardware"])).check(job, source)
-    except ZeusProfileError as e:
-        logger.warning("Dropping the checkpointed power-limit measurements: %s", e)
-        return None
-    measurements = []
-    for i, item in enumerate(state.get("measurements", [])):
-        try:
-            measurements.append(PowerLimitMeasurement.from_dict(item))
-        except ZeusProfileError as e:
-            logger.warning("Dropping a checkpointed measurement (field 'measurements[%d]'): %s", i, e)
-    return measurements

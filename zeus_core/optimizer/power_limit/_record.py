@@ -1,15 +1,10 @@
-"""What profiling kept: the visits' samples, the measurements refused, and the profile file.
-
-The optimizer hands each finished visit here (on the planner thread); a visit whose readings are
-impossible is refused and measured again. A profile file or a checkpoint is resumed from here.
-See docs/optimizers/power-limit.md ("Ranks, restore, profile file").
-"""
+"""What profiling kept, resumed and saved: docs/optimizers/power-limit.md ("Ranks, restore, profile file")."""
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from zeus_core import _distributed as distributed
 from zeus_core import console
@@ -17,12 +12,7 @@ from zeus_core.exceptions import ZeusProfileError
 from zeus_core.optimizer.power_limit._measurement import PowerLimitMeasurement, Visit, expected_savings
 from zeus_core.optimizer.power_limit._options import PowerLimitOptions
 from zeus_core.optimizer.power_limit._planner import impossible
-from zeus_core.optimizer.power_limit._profile import (
-    JobGPUs,
-    PowerLimitProfile,
-    checkpointed_measurements,
-    load_profile_on_every_rank,
-)
+from zeus_core.optimizer.power_limit._profile import JobGPUs, PowerLimitProfile
 from zeus_core.optimizer.power_limit._statistics import SampleLog
 
 __all__ = ["Record"]
@@ -33,7 +23,7 @@ _GIVE_UP = {"thermal": "Kept anyway.", "impossible": "That limit is left out."}
 
 
 class Record:
-    """One job's kept visits (:attr:`log`), refused measurements and profile file.
+    """One job's kept visits (:attr:`log`), refused measurements, profile file and checkpoint.
 
     Args:
         options: The knobs (``power_tolerance`` and ``counter_period_s`` judge impossible readings).
@@ -105,32 +95,69 @@ class Record:
     def resume_checkpoint(self, state: Any, limits: Sequence[float]) -> bool:
         """Take a checkpoint's visits of ``limits``; ``False`` (warned) when it is of other hardware.
 
+        Malformed measurements are dropped one by one with a warning.
+
         Raises:
             ZeusProfileError: The state is malformed (the message names the field).
         """
         assert self.job is not None
-        measurements = checkpointed_measurements(state, self.job)
-        if measurements is not None:
-            self.resume(measurements, state.get("visits"), limits, "the checkpoint")
-        return measurements is not None
+        source = "The power-limit optimizer's checkpointed state"
+        if not isinstance(state, Mapping) or not isinstance(state.get("measurements", []), list):
+            raise ZeusProfileError(f"{source} is not a state_dict() (field 'measurements' must be a list).")
+        if (version := state.get("version")) not in (1, 2):
+            logger.warning("Power-limit optimizer state of version %r; loading what matches.", version)
+        try:
+            if not isinstance(state.get("hardware"), Mapping):  # a null hardware is no proof of the same GPUs
+                raise ZeusProfileError(
+                    f"{source} does not name the GPUs it was measured on (field 'hardware')."
+                )
+            PowerLimitProfile(JobGPUs.from_dict(state["hardware"])).check(self.job, source)
+        except ZeusProfileError as e:
+            logger.warning("Dropping the checkpointed power-limit measurements: %s", e)
+            return False
+        measurements = []
+        for i, item in enumerate(state.get("measurements", [])):
+            try:
+                measurements.append(PowerLimitMeasurement.from_dict(item))
+            except ZeusProfileError as e:
+                logger.warning("Dropping a checkpointed measurement (field 'measurements[%d]'): %s", i, e)
+        self.resume(measurements, state.get("visits"), limits, "the checkpoint")
+        return True
 
     def reuse_file(self, limits: Sequence[float]) -> tuple[str, tuple[float, str] | None] | None:
         """Resume from the profile file: its name and its decision (by the same selector, else ``None``).
 
-        Returns ``None`` when there is no file yet.
+        Rank 0 reads and checks the file; every rank gets its answer. ``None``: no file yet.
 
         Raises:
-            ZeusProfileError: The file is malformed, of other hardware, or decides another limit.
+            ZeusProfileError: On every rank: the file is malformed, of other hardware, or decides a
+                limit that is not one of ``limits`` (W).
         """
         assert self.path is not None and self.job is not None
-        profile = load_profile_on_every_rank(self.path, self.job, limits)
+        profile: PowerLimitProfile | str | None = None  # the profile, the error's message, or no file
+        if distributed.is_rank_zero() and self.path.exists():
+            try:
+                profile = PowerLimitProfile.load(self.path)
+                profile.check(self.job, source=f"Power-limit profile {str(self.path)!r}")
+            except ZeusProfileError as e:
+                profile = str(e)
+        if distributed.world_size() > 1:
+            profile = distributed.broadcast_object(profile)
+        if isinstance(profile, str):
+            raise ZeusProfileError(profile)
         if profile is None:
             if distributed.is_rank_zero():
                 logger.info("No profile at %r yet; it will be written there.", str(self.path))
             return None
         source = f"profile {str(self.path)!r}"
-        self.resume(profile.measurements, profile.extra.get("visits"), limits, source)
         decided = profile.optimal_power_limit_w
+        if decided is not None and not any(abs(decided - w) < 1e-6 for w in limits):
+            raise ZeusProfileError(
+                f"Power-limit profile {str(self.path)!r}: field 'optimal_power_limit_w' is {decided:g} W, "
+                f"not one of the limits this optimizer sets ({', '.join(f'{w:g}' for w in limits)} W). "
+                "Delete the file, or pass the pl_step it was profiled with."
+            )
+        self.resume(profile.measurements, profile.extra.get("visits"), limits, source)
         if decided is None or profile.selector != self.selector:
             return source, None
         return source, (decided, f"reused from {source}: {profile.reason}")
