@@ -130,6 +130,7 @@ def test_a_profile_from_other_hardware_is_rejected(tmp_path: Path, gpus, message
         ("{not json", "not valid JSON"),
         ('[{"power_limit_w": 300}]', "not a Zeus Suite power-limit profile"),
         ('{"kind": "zeus-suite/power-limit-profile", "version": 99}', "version 99"),
+        ('{"kind": "zeus-suite/power-limit-profile", "version": true}', "version True"),
         (
             '{"kind": "zeus-suite/power-limit-profile", "version": 1, "hardware": {"gpu_model": "x"}}',
             "malformed",

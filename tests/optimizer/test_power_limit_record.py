@@ -51,6 +51,11 @@ def test_resume_takes_saved_visits_or_measurements_of_the_limits_only(caplog) ->
         r.resume(ms, [["bad"]], LIMITS, "the checkpoint")
     assert "Ignoring the profiling samples saved in the checkpoint" in caplog.text
     assert [(v.power_limit, len(v.steps)) for v in r.log.visits] == [(300, 1), (250, 1)]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="zeus_core.optimizer.power_limit"):
+        r.resume(ms, 5, LIMITS, "the profile")  # not a list: the same warning, not a TypeError
+    assert "Ignoring the profiling samples saved in the profile: field 'visits' is not a list" in caplog.text
+    assert [(v.power_limit, len(v.steps)) for v in r.log.visits] == [(300, 1), (250, 1)]
 
 
 def test_the_profile_file_is_written_and_reused_by_the_same_selector_only(tmp_path: Path) -> None:

@@ -129,7 +129,7 @@ class PowerLimitProfile:
                 "profile_path at a file written by GlobalPowerLimitOptimizer, or at a new path."
             )
         version = data.get("version")
-        if not isinstance(version, int) or version > _VERSION:
+        if not isinstance(version, int) or isinstance(version, bool) or version > _VERSION:
             raise ZeusProfileError(
                 f"{source} has profile version {version!r}; this Zeus Suite reads version <= {_VERSION}. "
                 "Upgrade zeus-suite or re-profile with a new profile_path."

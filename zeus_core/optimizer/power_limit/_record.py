@@ -71,6 +71,8 @@ class Record:
         Malformed saved visits are ignored with a warning; their measurements stay.
         """
         try:
+            if not isinstance(visits or [], list):
+                raise ZeusProfileError(f"field 'visits' is not a list: {str(visits)[:200]}")
             saved = [Visit.from_json(v) for v in visits or []]
         except ZeusProfileError as e:
             logger.warning("Ignoring the profiling samples saved in %s: %s", source, e)
