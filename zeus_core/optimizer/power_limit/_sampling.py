@@ -80,11 +80,10 @@ class Sampler:
         """The shortest sample, s, from the time one reading of the monitor takes (every rank agrees)."""
         if self.options.min_sample_s <= 0:
             return 0.0
-        clock, name = self.monitor.clock, "__GlobalPowerLimitOptimizer_probe"
-        start = clock()
+        name, start = "__GlobalPowerLimitOptimizer_probe", self.monitor.clock()
         self.monitor.begin_window(name, sync_execution=False)
         self.monitor.end_window(name, sync_execution=False)  # energy from a reader thread costs nothing here
-        (read_s,) = distributed.all_reduce([(clock() - start) / 2], "max")
+        (read_s,) = distributed.all_reduce([(self.monitor.clock() - start) / 2], "max")
         return max(self.options.min_sample_s, 100 * read_s)
 
     def watch_heat(self, gpus: list[Any]) -> None:
@@ -109,9 +108,8 @@ class Sampler:
     ) -> None:  # fmt: skip
         """Open the window of a visit of ``limit`` (W) at the step that begins now, for ``cap`` steps at most.
 
-        ``prior_samples`` count towards ``min_samples``; ``step_s`` (the time per step, s, if known) sets
-        the steps per sample at once; ``first_step`` is kept in the visit; ``judge`` says at checks whether
-        the visit so far has measured enough (now, or in a future: judged off the thread).
+        ``prior_samples`` count towards ``min_samples``; ``step_s`` (s per step, if known) sets the steps per
+        sample at once; ``first_step`` is kept in the visit; ``judge`` answers checks (a bool or a future).
         """
         self.limit, self.cap, self.mode, self.judge = limit, max(1, cap), mode, judge
         self.window = window_name(limit)
@@ -123,7 +121,7 @@ class Sampler:
         self.next_check = self.options.check_every
         self.local: list[tuple[Measurement, Measurement, int]] = []  # this rank's samples: start, end, steps
         self.visit = Visit(limit, (), (), (), first_step)  # the job-wide samples taken so far
-        self.ended, self.waited = False, 0  # every sample is cut; steps waited since for their energy
+        self.ended = False  # every sample is cut; the visit waits for their energy
         self.step_ended_s: float | None = None
         self._open_segment()
         self.began_s, self.unusable = self.start_s, ""
@@ -139,8 +137,8 @@ class Sampler:
     def step(self) -> Visit | None:
         """A step began after a measured one (or while the visit waits for energy): the visit, once done."""
         self.step_ended_s = None
-        if self.ended:
-            return self._finished()
+        if self.ended:  # the step after the end waits for the energy, if still needed
+            return self._finished(wait=True)
         if not self.open:  # an epoch ended mid-visit: measuring resumes with this step
             self._open_segment()
             return None
@@ -219,12 +217,11 @@ class Sampler:
                 (bad,) = distributed.all_reduce([1.0 if reason else 0.0], "max")
                 reason = reason or ("another rank's GPUs were throttled or settling" if bad else "")
             self.unusable = reason
-        return self._finished()
+        return self._finished(wait=False)
 
-    def _finished(self) -> Visit | None:
-        """The visit once its energy is final: waited for from its second step on (the first never blocks)."""
-        self.waited += 1
-        visit = self._reduce(partial=False, wait=self.waited > 1)
+    def _finished(self, wait: bool) -> Visit | None:
+        """The visit, if its energy is final (``wait``: once it is)."""
+        visit = self._reduce(partial=False, wait=wait)
         if visit is not None:
             self.limit = None
         return visit
@@ -259,26 +256,23 @@ class Sampler:
 
     def pause(self) -> None:
         """An epoch ended: keep the samples (and the open one if clean); measuring resumes next step."""
-        if not self.open:  # every sample is cut already
-            return
-        if self._open_sample_is_clean():
+        if self.open and self._open_sample_is_clean():
             self.steps += 1  # the epoch's last step ended too
             self._cut(last=False)
         self._close()
-        self.steps = self.boundary  # the open sample's steps are dropped (they count against the budget)
+        self.steps = self.boundary  # an open sample's steps are dropped (they count against the budget)
 
     def _open_sample_is_clean(self) -> bool:
         """Whether the open sample is half a sample or more of training only (every rank agrees)."""
         open_steps = self.steps + 1 - self.boundary
-        sample_s = self.sample_s or 0.0
-        if sample_s <= 0 or (self.per_sample and 2 * open_steps < self.per_sample):
+        if not self.sample_s or (self.per_sample and 2 * open_steps < self.per_sample):
             return False
         now = self.monitor.clock()
         gap = math.inf if self.step_ended_s is None else now - self.step_ended_s  # since on_step_end
         gap, elapsed = distributed.all_reduce([gap, now - self.start_s], "max")
         if not self.per_sample:
-            return elapsed >= 0.5 * sample_s and gap <= 0.25 * elapsed / open_steps
-        return gap <= 0.25 * sample_s / self.per_sample  # a quarter of a step at most
+            return elapsed >= 0.5 * self.sample_s and gap <= 0.25 * elapsed / open_steps
+        return gap <= 0.25 * self.sample_s / self.per_sample  # a quarter of a step at most
 
     def abandon(self) -> Visit | None:
         """Stop the visit now (the budget is spent): its samples whose energy is final, if any."""
