@@ -134,6 +134,23 @@ def test_a_checks_work_is_kept_out_of_the_samples() -> None:
     assert visit.times_s == pytest.approx([0.2] * 6)  # the judge's seconds are in no sample
 
 
+def test_checks_go_on_after_one_when_the_limit_had_fewer_than_min_samples() -> None:
+    """A resumed measurement may have one sample: the samples a check took over still count."""
+    gpus = make_gpus(1, behavior=flat(0.1))
+    seen: list[int] = []
+    sampler = Sampler(monitor_of(gpus), PowerLimitOptions(min_sample_s=0.2, min_samples=4, check_every=4))
+    sampler.begin(
+        300.0,
+        cap=20,
+        mode=Mode.AGAIN,
+        prior_samples=1,
+        step_s=0.1,
+        judge=lambda v: seen.append(v.total_steps) or False,
+    )
+    run_visit(sampler, gpus, 20)
+    assert seen == [6, 8, 12, 16]  # from 4 samples on (the prior one, and 3 of 2 steps), every 4 steps
+
+
 def _coarse_run(**options: Any) -> GlobalPowerLimitOptimizer:
     """10 ms steps on an NVML-like counter (updates every 50 ms, 3 ms per read on this thread).
 

@@ -20,33 +20,22 @@ class PowerLimitOptions:
     ``profile_path``) stay on the optimizer; everything else is here. The optimizer also takes
     these fields as keyword arguments (``GlobalPowerLimitOptimizer(monitor, early_stopping=False)``).
 
-    Attributes:
-        early_stopping: Survey the limits briefly and measure only the contenders further
-            (``True``); ``False`` (or ``None``) measures every limit for ``profile_steps`` steps,
-            as Zeus does. A selector without a ``cost`` always gets Zeus's sweep.
-        budget_steps: Most steps before the decision (``None``: Zeus's sweep length,
-            ``wait_steps + (warmup_steps + profile_steps) × limits``).
-        min_sample_s: Shortest sample (one energy-counter reading), s. Steps are grouped into
-            samples of at least this length; steps this long or longer are one sample each.
+    Attributes (the rules they tune: docs/optimizers/power-limit.md, "The plan"):
+        early_stopping: Survey, then measure only the contenders (``False`` or ``None``: Zeus's sweep).
+        budget_steps: Most steps before the decision (``None``: Zeus's sweep length).
+        min_sample_s: Shortest sample (one energy-counter reading), s.
         min_samples: Samples of a limit's first visit, and the fewest before any verdict (>= 2).
         min_steps: Measured steps of a limit's first visit, at least (>= 2).
         check_every: Measured steps between two looks at a running visit (>= 1).
         confidence: Two-sided confidence of every interval and test (0.5 to 1).
-        rel_tol: A limit is known well enough once its time and power per step are within this
-            fraction at ``confidence``.
-        tie_tol: Profiling ends once the choice is, at ``confidence``, within this fraction of
-            every other contender's cost (``0``: never).
-        margin: The survey stops after ``patience`` limits in a row each cost significantly more
-            than ``1 + margin`` times the best, or are significantly infeasible.
+        rel_tol: A limit whose time and power per step are known within this fraction is measured enough.
+        tie_tol: The choice is settled within this fraction of every contender's cost (``0``: never).
+        margin: The survey stops after ``patience`` limits cost ``1 + margin`` × the best, or are infeasible.
         patience: See ``margin`` (>= 1).
-        max_visit_steps: Most measured steps a limit gets in all (``None``: 3 × ``profile_steps``).
-        power_tolerance: A measurement whose average power per GPU exceeds its limit by more than
-            this fraction (plus one counter update) is impossible and measured again.
-        counter_period_s: Energy-counter update period, s; one update at the limit is allowed on
-            top of ``power_tolerance``.
-        thermal_check: Measure a limit again (twice at most) when its window was slowed down by
-            heat or the hardware, or its temperature moved by more than 3 °C within it
-            (:func:`zeus_core.monitor.check_window`; GPUs that report neither are not checked).
+        max_visit_steps: Most measured steps of one limit in all (``None``: 3 × ``profile_steps``).
+        power_tolerance: Power per GPU above its limit by more than this fraction is impossible.
+        counter_period_s: Energy-counter update period, s (one update at the limit is allowed too).
+        thermal_check: Measure again a window slowed down by heat, or whose temperature moved > 3 °C.
 
     Raises:
         ZeusConfigError: A field is out of range (the message names it and the fix).

@@ -146,7 +146,7 @@ class Sampler:
         left = self.cap - self.steps
         if not self._sample_ends(left):
             return None
-        enough_samples = len(self.local) + 1 + self.prior >= self.options.min_samples
+        enough_samples = len(self.visit.steps) + len(self.local) + 1 + self.prior >= self.options.min_samples
         survey_done = self.mode is Mode.SURVEY and self.steps >= self.options.min_steps and enough_samples
         last = left <= 0 or survey_done or self._judged_enough()
         self._cut(last)

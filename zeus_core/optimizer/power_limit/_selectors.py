@@ -144,10 +144,8 @@ class MaxSlowdownConstraint(OptimumSelector):
 
     Args:
         factor: Allowed slowdown, >= 1 (1.1: at most 10 % slower than at the highest limit).
-        tolerance: Allowance on the measured slowdown, in ``[0, 0.05]``: a measured slowdown up to
-            ``factor × (1 + tolerance)`` passes. ``0`` (default) is Zeus's strict bound; ``0.005``
-            rejects an optimum just under the bound less often (a few hundred noisy steps know a
-            slowdown to about ±1 %) but may choose a limit just over it.
+        tolerance: Allowance in ``[0, 0.05]``: a measured slowdown up to ``factor × (1 + tolerance)``
+            passes (``0``: Zeus's strict bound; more rejects an optimum just under it less often).
 
     Raises:
         ZeusConfigError: ``factor < 1`` or ``tolerance`` outside ``[0, 0.05]``.
