@@ -3,10 +3,6 @@
 :class:`GlobalPowerLimitOptimizer` profiles power limits during the first steps of training and
 keeps the best one set; a selector (:class:`Time`, :class:`Energy`, :class:`ZeusCost`,
 :class:`MaxSlowdownConstraint`, or your own :class:`OptimumSelector`) says what "best" means.
-
-Example:
-    >>> from zeus_core.optimizer.power_limit import GlobalPowerLimitOptimizer, MaxSlowdownConstraint
-    >>> plo = GlobalPowerLimitOptimizer(monitor, MaxSlowdownConstraint(1.1))  # doctest: +SKIP
 """
 
 from zeus_core.optimizer.power_limit._measurement import PowerLimitMeasurement, Visit

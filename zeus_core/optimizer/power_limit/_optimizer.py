@@ -17,13 +17,7 @@ from zeus_core.exceptions import ZeusConfigError
 from zeus_core.monitor._energy import ZeusMonitor
 from zeus_core.optimizer.power_limit._measurement import PowerLimitMeasurement, Visit
 from zeus_core.optimizer.power_limit._options import PowerLimitOptions, check_arguments
-from zeus_core.optimizer.power_limit._planner import (
-    Action,
-    Planner,
-    PlanThread,
-    Step,
-    candidate_limits,
-)
+from zeus_core.optimizer.power_limit._planner import Action, Planner, PlanThread, Step, candidate_limits
 from zeus_core.optimizer.power_limit._profile import check_gpus, gather_job_gpus
 from zeus_core.optimizer.power_limit._record import Record
 from zeus_core.optimizer.power_limit._sampling import Mode, Sampler, window_name
@@ -40,11 +34,9 @@ _STATE_VERSION = 2  # checkpoints of version 1 (measurements without samples) lo
 class GlobalPowerLimitOptimizer(TrainingCallback):
     """Finds the best GPU power limit in the first steps of training and keeps it set.
 
-    Driven by the training protocol (or Zeus's documented loop, which has no ``on_train_begin``),
-    it sets every monitored GPU of every rank to the highest limit, surveys the limits from the
-    top down, measures the contenders again until the choice is clear or Zeus's step budget is
-    spent, and sets the choice; the limits found at the start come back when training ends, on
-    exceptions, at exit and on SIGTERM/SIGINT. How it works: docs/optimizers/power-limit.md.
+    Driven by the training protocol or Zeus's documented loop, on every monitored GPU of every rank;
+    the limits found at the start come back when training ends, on exceptions, at exit and on
+    SIGTERM/SIGINT. How it works: docs/optimizers/power-limit.md.
 
     Args:
         monitor: Measures this process's GPUs; their limit is the one set.
@@ -222,11 +214,7 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
         self.on_train_end()
 
     def on_init_end(self, *args: Any, **kwargs: Any) -> None:
-        """Refuse, with the fix, to be a Hugging Face ``TrainerCallback``.
-
-        Raises:
-            ZeusConfigError: Always.
-        """
+        """Refuse, with the fix, to be a Hugging Face ``TrainerCallback`` (``ZeusConfigError``)."""
         raise ZeusConfigError(
             "GlobalPowerLimitOptimizer is not a Hugging Face TrainerCallback. Pass "
             "zeus_integrations.HFGlobalPowerLimitOptimizer(monitor, ...) (same arguments) to "
@@ -245,7 +233,7 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
             self._restore_quietly()
 
     def _begin_if_inactive(self) -> None:
-        if not self._active and not self._begun:
+        if not self._active and not self._begun:  # Zeus's loop has no on_train_begin
             self.on_train_begin()
 
     # -- the state machine (see ._states) -----------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, fields
 from typing import Any, Mapping
@@ -85,7 +86,7 @@ class PowerLimitOptions:
 
     def replace(self, **changes: Any) -> "PowerLimitOptions":
         """A copy with ``changes``."""
-        return type(self)(**{**{f.name: getattr(self, f.name) for f in fields(self)}, **changes})
+        return dataclasses.replace(self, **changes)
 
     def visit_cap(self, profile_steps: int) -> int:
         """Most measured steps of one limit in all."""

@@ -162,21 +162,13 @@ class _Judge:
             shifts.append((q * r_m * r_m / joint, q * r_ref * r_ref / joint) if joint > 0 else (0.0, 0.0))
         (tm, tr), (em, er) = shifts
         up, down = (1 + max(slack, 0.0)), 1 / (1 - min(slack, 0.0))
-        worst = self.selector.feasible(
-            _shifted(m, (1 + tm) * up, (1 + em) * up), _shifted(ref, 1 - tr, 1 - er)
-        )
-        if worst:
-            return 1
-        best = self.selector.feasible(
-            _shifted(m, (1 - tm) * down, (1 - em) * down), _shifted(ref, 1 + tr, 1 + er)
-        )
-        return 0 if best else -1
+        if self.selector.feasible(_shifted(m, (1 + tm) * up, (1 + em) * up), _shifted(ref, 1 - tr, 1 - er)):
+            return 1  # feasible even at the worst end
+        best = _shifted(m, (1 - tm) * down, (1 - em) * down), _shifted(ref, 1 + tr, 1 + er)
+        return 0 if self.selector.feasible(*best) else -1
 
     def contenders(self) -> list[PowerLimitMeasurement]:
-        """Limits that could still be the choice, and the reference while one's feasibility is unsure.
-
-        A contender is not surely infeasible and not surely costlier than the best.
-        """
+        """Limits not surely infeasible or costlier than the best, and the reference while one is unsure."""
         if self._contenders is None:
             out = [m for m in self.ms if m is self.best or (self.status(m) >= 0 and not self.rose(m, 0.0))]
             if self.ref is not None and self.ref not in out and any(self.status(m) == 0 for m in out):
@@ -189,22 +181,18 @@ class _Judge:
 
         After a feasible best, the last ``patience`` limits rose, or turned infeasible, by over ``margin``.
         """
-        patience, tail = self.options.patience, self.ms[-self.options.patience :]
+        patience, margin = self.options.patience, self.options.margin
         if len(self.ms) <= patience or self.best.power_limit not in self.feasible:
             return None  # nothing feasible yet: a constraint may be met lower down
+        tail, above = self.ms[-patience:], [m.power_limit for m in self.ms[:-patience]]
         names = "/".join(f"{m.power_limit:g}" for m in tail)
-        above = [m.power_limit for m in self.ms[:-patience]]
-        if (
-            self.ref is not None
-            and self.feasible.intersection(above)
-            and all(self.status(m, -self.options.margin) < 0 for m in tail)
-        ):
-            margin = self.options.margin
+        constrained = self.ref is not None and self.feasible.intersection(above)
+        if constrained and all(self.status(m, -margin) < 0 for m in tail):
             return f"the last {patience} limit(s) ({names} W) are infeasible by more than {margin:.0%}"
-        if all(m is not self.best for m in tail) and all(self.rose(m, self.options.margin) for m in tail):
+        if all(m is not self.best for m in tail) and all(self.rose(m, margin) for m in tail):
             return (
-                f"the cost rose by more than {self.options.margin:.0%} at the last {patience} limit(s) "
-                f"({names} W) after the best, {self.best.power_limit:g} W"
+                f"the cost rose by more than {margin:.0%} at the last {patience} limit(s) ({names} W) "
+                f"after the best, {self.best.power_limit:g} W"
             )
         return None
 
@@ -378,10 +366,8 @@ class PlanThread:
 
     def ready(self) -> bool:
         """Whether :meth:`take` may be called now (asked once per step; the same answer on every rank)."""
-        self._asked += 1
-        if self._plan is None or self._wait():
-            return True
-        if self._asked > 2:  # then waited for (steps of microseconds would spend the budget)
+        self._asked += 1  # waited for from the third step on (steps of microseconds would spend the budget)
+        if self._plan is None or self._wait() or self._asked > 2:
             return True
         return distributed.world_size() == 1 and self._plan.done()  # else the same step on every rank
 

@@ -1,9 +1,4 @@
-"""Optimum selectors: what "the best power limit" means (docs/optimizers/power-limit.md, "Selectors").
-
-A selector defines a measurement's ``cost`` (then the optimizer stops early) and, for a
-constraint, ``feasible`` against a ``reference``; one that overrides only Zeus's ``select`` gets
-Zeus's exhaustive sweep and makes the choice itself.
-"""
+"""Optimum selectors: what "the best power limit" means (docs/optimizers/power-limit.md, "Selectors")."""
 
 from __future__ import annotations
 
