@@ -410,13 +410,8 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
         summary = {"kind": type(state).__name__.lower(), "power_limit_w": next(iter(vars(state).values()))}
         if isinstance(state, Done):
             summary["reason"] = state.reason
-        record = self._record.to_checkpoint()
-        return {
-            "version": _STATE_VERSION,
-            "state": summary,
-            **record,
-            "power_limits_w": list(self.power_limits),
-        }
+        record = {**self._record.to_checkpoint(), "power_limits_w": list(self.power_limits)}
+        return {"version": _STATE_VERSION, "state": summary, **record}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume from :meth:`state_dict`, before or after ``on_train_begin``.
