@@ -31,6 +31,11 @@ logger = logging.getLogger("zeus_core.optimizer.power_limit")
 _STATE_VERSION = 2  # checkpoints of version 1 (measurements without samples) load too
 
 
+def _info(msg: str, *args: Any) -> None:
+    if distributed.is_rank_zero():
+        logger.info(msg, *args)
+
+
 class GlobalPowerLimitOptimizer(TrainingCallback):
     """Finds the best GPU power limit in the first steps of training and keeps it set.
 
@@ -375,7 +380,7 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
             self.monitor.end_window(window, cancel=True)
         if restored:
             limits = ", ".join(f"GPU {i}: {s.power_limit_w:g} W" for i, s in self._settings.recorded.items())
-            self._info("Restored the original power limits (%s).", limits)
+            _info("Restored the original power limits (%s).", limits)
 
     def _deactivate(self) -> None:
         """Stop changing limits; runs before a restore, maybe in a signal handler (state changes only)."""
@@ -400,7 +405,7 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
             return Done(action.power_limit, f"reused from {source}: {action.reason}")
         self._action = action
         if visits := self._record.log.visits:
-            self._info(f"Reusing {len(visits)} visit(s) from {source}; now at {action.power_limit:g} W.")
+            _info(f"Reusing {len(visits)} visit(s) from {source}; now at {action.power_limit:g} W.")
         return Ready(action.power_limit, self.wait_steps + 1)
 
     def state_dict(self) -> dict[str, Any]:
@@ -435,8 +440,3 @@ class GlobalPowerLimitOptimizer(TrainingCallback):
 
     def _tag(self) -> str:
         return " [simulated GPUs]" if any(g.simulated for g in self._gpus) else ""
-
-    @staticmethod
-    def _info(msg: str, *args: Any) -> None:
-        if distributed.is_rank_zero():
-            logger.info(msg, *args)
