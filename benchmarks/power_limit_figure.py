@@ -1,6 +1,6 @@
 """The figure of docs/optimizers/power-limit.md: one run of the optimizer on a measured profile, in real time.
 
-A measured A40 profile is replayed on the wall clock (``RealTimeReplay``: steps of 5-20 ms) and the
+A measured A40 profile is replayed on the wall clock (``RealTimeReplay``: steps of 20-90 ms) and the
 optimizer runs Zeus's documented loop until it decides. The figure shows the power limit at every
 step (warm-up, measured and planning steps), every sample's time and energy per step, and the
 decision.

@@ -2,9 +2,10 @@
 
 Every profile in ``zeus_core/data/power_limit_profiles`` (A40; 1 or 4 GPUs) is replayed on the wall
 clock (:class:`zeus_core.testing._realtime_replay.RealTimeReplay`): fake NVML GPUs whose steps last
-the profile's time at the limit in force, scaled so the slowest limit's step lasts 20 ms (about
-5-20 ms), drawing the profile's power during a step and idle power between steps, so whatever an
-optimizer does inside a measured window is measured. Both optimizers run Zeus's documented loop
+the profile's time at the limit in force, scaled so a step at the highest limit lasts 20 ms (20-90
+ms at the others), drawing the profile's power. The GPUs run one step behind the host, as CUDA's
+asynchronous launches make them: the loop's work between steps overlaps theirs, and host work longer
+than a step (a stall) leaves them idle, which is measured. Both optimizers run Zeus's documented loop
 (``on_epoch_begin``; per step ``on_step_begin`` / ``on_step_end``; ``on_epoch_end``) with Zeus's
 defaults, one after the other on the same replay, for Time, Energy, ZeusCost(0.5) and
 MaxSlowdown(1.1). No noise is injected: the wall clock's own (sleep, scheduling, the machine's
@@ -19,7 +20,7 @@ every visit of our runs that miss.
 
 Usage::
 
-    nice -n 10 python benchmarks/power_limit_replay.py               # 24 cases, about 5 minutes
+    nice -n 10 python benchmarks/power_limit_replay.py               # 24 cases, about 10 minutes
     nice -n 10 python benchmarks/power_limit_replay.py --repeats 3
     python benchmarks/power_limit_replay.py --profiles A40_resnet50_1gpu --selectors Energy
 """
@@ -150,9 +151,15 @@ def _score(
 
 
 def run_case(
-    fake: FakeNVML, path: Path, label: str, repeat: int = 0, epoch: int = EPOCH, trace: bool = False
+    fake: FakeNVML,
+    path: Path,
+    label: str,
+    repeat: int = 0,
+    epoch: int = EPOCH,
+    trace: bool = False,
+    top_step_s: float = 0.02,
 ) -> Case:
-    """Zeus's sweep, then ours, on one replay of ``path``."""
+    """Zeus's sweep, then ours, on one replay of ``path`` (a step at the highest limit: ``top_step_s``)."""
     from zeus.monitor import ZeusMonitor as ZeusZeusMonitor
     from zeus.optimizer.power_limit import Done as ZeusDone
     from zeus.optimizer.power_limit import GlobalPowerLimitOptimizer as ZeusPLO
@@ -160,7 +167,7 @@ def run_case(
     from zeus_core.monitor._energy import ZeusMonitor
     from zeus_core.optimizer.power_limit import GlobalPowerLimitOptimizer
 
-    replay = RealTimeReplay(path, fake=fake)
+    replay = RealTimeReplay(path, fake=fake, top_step_s=top_step_s)
     gpus = len(fake.devices)
     indices = list(range(gpus))
     cap = 3 * (1 + 50 * len(replay.limits))
@@ -176,7 +183,7 @@ def run_case(
     chosen, steps_at, overhead = _drive(zeus_plo, zeus_decided, replay, epoch, cap)
     zeus_run = _score(label, replay, chosen, steps_at, overhead, gpus)
 
-    replay = RealTimeReplay(path, fake=fake)  # a fresh replay: GPUs back at the top limit
+    replay = RealTimeReplay(path, fake=fake, top_step_s=top_step_s)  # fresh: GPUs back at the top limit
     monitor = ZeusMonitor(gpu_indices=indices, cpu_indices=[])
     plo = GlobalPowerLimitOptimizer(monitor, SELECTORS[label]())
     try:

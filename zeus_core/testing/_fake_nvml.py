@@ -337,7 +337,7 @@ class FakeNVML(types.ModuleType):
     def _dev(self, handle: Any) -> FakeDevice:
         if self.init_count <= 0:
             raise NVMLError(_real.NVML_ERROR_UNINITIALIZED)
-        if handle.__class__ is not FakeDevice or handle not in self.devices:
+        if not isinstance(handle, FakeDevice) or handle not in self.devices:
             raise NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
         return handle
 

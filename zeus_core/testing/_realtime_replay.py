@@ -4,11 +4,19 @@ A profile written by Zeus's ``GlobalPowerLimitOptimizer`` (one row per power lim
 ``…_<W>``, ``elapsed_time`` s over 40 steps, ``gpu<i>_energy`` J) says how long a training step
 takes and what each GPU draws at every limit. :class:`RealTimeReplay` turns it into training
 steps on the wall clock: one :class:`~zeus_core.testing.FakeNVML` GPU per energy column, and
-each :meth:`~RealTimeReplay.step` draws the profile's power on every GPU for the profile's step
-time at the limit in force, scaled so that the slowest limit's step lasts ``slowest_step_s``
-(20 ms by default; the relative times are the profile's). Between steps (the training loop's
-own work, a power-limit optimizer's included) the GPUs draw ``idle_w``, so work done inside a
-measured window is measured, as on a real GPU that waits for its host.
+each :meth:`~RealTimeReplay.step` keeps every GPU busy at the profile's power for the profile's
+step time at the limit in force, scaled so that a step at the highest limit lasts ``top_step_s``
+(20 ms by default, so 20-90 ms at the lower limits; the relative times are the profile's). The
+measured steps lasted 40-830 ms at the highest limit: much shorter replayed steps would magnify
+the loop's own time between two measured windows into a bias the real job does not have.
+
+The GPUs run one step behind the host, as CUDA's asynchronous launches make them: each call
+queues the next step, so the loop's own work between steps (a power-limit optimizer's callbacks
+included) overlaps the GPUs' work instead of adding to every step, as in the job the profile
+was measured on (the profile's step time is that job's whole step). Host work that outlasts the
+queued step (a stall, an evaluation between epochs) leaves the GPUs idle (``idle_w``) until the
+next call; that is measured, as on a real GPU. Steps end on an absolute timeline, so a late
+wake-up of this process delays the host, not the GPUs.
 
 :meth:`~RealTimeReplay.truth` is the noise-free answer the replay was built from (time and job
 energy per step at each limit; the fake holds a GPU's draw at its limit, as the truth does).
@@ -17,8 +25,8 @@ Example:
     >>> from zeus_core import data
     >>> replay = RealTimeReplay(data.path("power_limit_profiles") / "A40_resnet50_1gpu.csv")
     >>> t300, e300 = replay.truth()[300.0]
-    >>> round(t300, 4), round(e300 / t300)  # a 20 ms step at 100 W scaled to 6.9 ms at 300 W
-    (0.0069, 259)
+    >>> round(t300, 4), round(e300 / t300)  # 20 ms at 300 W (58 ms at 100 W)
+    (0.02, 259)
     >>> with replay.install():
     ...     from zeus_core.device._nvidia import nvidia_gpus
     ...     gpus = nvidia_gpus(environ={})
@@ -73,12 +81,27 @@ class _Sleeper:
 _SLEEPER = _Sleeper()  # one per process: what it learns holds for every replay
 
 
+class _QueuedGPU(FakeDevice):
+    """A replay GPU: draws ``power_w`` until ``busy_until`` (the queued work runs out), ``idle_w`` after."""
+
+    def __init__(self, spec: FakeGPUSpec, index: int, now: float, idle_w: float) -> None:
+        super().__init__(spec, index, now)
+        self.idle_w = idle_w
+        self.busy_until = now
+
+    def accumulate(self, now: float) -> None:
+        if self._last < self.busy_until < now:
+            super().accumulate(self.busy_until)
+            self.power_w = self.idle_w
+        super().accumulate(now)
+
+
 class RealTimeReplay:
     """A measured profile's training steps on the wall clock, on fake NVML GPUs (module docstring).
 
     Args:
         path: A Zeus power-limit profile CSV (one ``gpu<i>_energy`` column per GPU).
-        slowest_step_s: Wall-clock length of a step at the slowest limit, s (the others scale).
+        top_step_s: Wall-clock length of a step at the highest limit, s (the others scale).
         idle_w: What each GPU draws between steps, W.
         fake: A fake NVML to reuse (its GPUs are replaced); ``None`` makes one. Code that binds
             ``pynvml`` once (the published ``zeus``) needs the same fake across replays.
@@ -93,7 +116,7 @@ class RealTimeReplay:
         self,
         path: str | Path,
         *,
-        slowest_step_s: float = 0.02,
+        top_step_s: float = 0.02,
         idle_w: float = 30.0,
         fake: FakeNVML | None = None,
     ) -> None:
@@ -102,8 +125,7 @@ class RealTimeReplay:
         columns = sum(1 for h in header if h.startswith("gpu") and h.endswith("_energy"))
         self._profiles = [MeasuredProfile.from_zeus_csv(path, gpu=i) for i in range(columns)]
         limits = [w for w, _, _ in self._profiles[0].points]
-        slowest = max(self._profiles[0].step(w, None)[0] for w in limits)
-        self._scale = slowest_step_s / slowest
+        self._scale = top_step_s / self._profiles[0].step(max(limits), None)[0]
         self._limits = sorted(limits, reverse=True)
         self.name = path.stem
         self.idle_w = float(idle_w)
@@ -120,21 +142,23 @@ class RealTimeReplay:
             for i in range(columns)
         ]
         if fake is None:
-            fake = FakeNVML(specs, clock=time.time, root=True)
-        else:
-            fake.devices = [FakeDevice(spec, i, fake.clock()) for i, spec in enumerate(specs)]
+            fake = FakeNVML([], clock=time.time, root=True)
+        self._gpus = [_QueuedGPU(spec, i, fake.clock(), self.idle_w) for i, spec in enumerate(specs)]
+        fake.devices = list[FakeDevice](self._gpus)
         self.fake = fake
         self.steps = 0
         self._sleeper = _SLEEPER
-        self._busy: dict[float, list[float]] = {}  # wall-clock busy time of every step, by limit
+        self._end: float | None = None  # when the GPUs finish the last step called (wall clock), s
+        self._called = 0.0  # when that step was called: the next one was queued from then
+        self._periods: dict[float, list[float]] = {}  # every step's period on the GPUs, s, by limit
 
     def fidelity(self) -> float:
-        """How much the machine's other work slowed the steps.
+        """How much host stalls (the machine's other work, the loop's) slowed the GPUs' steps.
 
-        The largest relative gap between the mean wall-clock step (late wake-ups included) and the
-        profile's, at any limit run.
+        The largest relative gap between the mean period of a step on the GPUs (idle time before it
+        included) and the profile's step time, at any limit run.
         """
-        gaps = [abs(sum(ts) / len(ts) / self.step_at(w)[0] - 1) for w, ts in self._busy.items() if ts]
+        gaps = [abs(sum(ts) / len(ts) / self.step_at(w)[0] - 1) for w, ts in self._periods.items() if ts]
         return max(gaps, default=0.0)
 
     @property
@@ -161,27 +185,34 @@ class RealTimeReplay:
         return out
 
     def step(self) -> None:
-        """One training step at the limit in force: the GPUs are busy for its time, then idle.
+        """One training step at the limit in force; returns when the GPUs have finished it.
 
-        The GPUs finish on time even when this process wakes up late (the machine's other work):
-        the rest of the wait is idle, as for a GPU whose host is late with the next step.
+        The step was queued when the previous one was called, so it starts on the GPUs when the
+        previous one ends, or at that call if the GPUs were idle (module docstring).
         """
         limit = self.limit_w
         t, powers = self.step_at(limit)
-        clock = self.fake.clock
-        start = clock()
-        for i, watts in enumerate(powers):
-            self.fake.set_power(i, watts)
-        slept = self._sleeper.sleep(t)
-        end = min(start + t, clock())
-        for dev in self.fake.devices:  # busy until the step's end, idle from there (a read since stays)
-            dev.accumulate(max(end, dev._last))
-            dev.power_w = self.idle_w
-        self._busy.setdefault(limit, []).append(slept)
+        now = self.fake.clock()
+        previous_end = now if self._end is None else self._end
+        start = now if self._end is None else max(self._end, self._called)
+        end = start + t
+        for dev, watts in zip(self._gpus, powers):
+            dev.accumulate(max(now, dev._last))  # the queued step so far drew the last step's power
+            dev.power_w = watts
+            dev.busy_until = max(end, now) + t  # the next step is queued when this call returns
+        self._periods.setdefault(limit, []).append(end - previous_end)
+        self._end, self._called = end, now
         self.steps += 1
+        if end > now:
+            self._sleeper.sleep(end - now)
 
     def between_epochs(self, seconds: float = 0.05) -> None:
-        """Time between epochs (evaluation, checkpoints), idle and outside any step."""
+        """Time between epochs (evaluation, checkpoints): the GPUs finish the last step, then idle."""
+        last_end = self.fake.clock() if self._end is None else self._end
+        for dev in self._gpus:
+            dev.accumulate(max(last_end, dev._last))  # busy until the last step's end
+            dev.power_w, dev.busy_until = self.idle_w, dev._last
+        self._end = None
         self._sleeper.sleep(seconds)
 
     @contextmanager
