@@ -202,8 +202,8 @@ def _plo_groups(groups: dict[str, dict[str, Any]]) -> str:
                 f"{g['cases']:,}",
                 _pct(g["ours_in_budget"]),
                 _pct(g["zeus_in_budget"]),
-                _pct(g["ours_ok"]),
-                _pct(g["zeus_ok"]),
+                _pct(g["ours_ok"], 2),  # two digits: 98.96 % is not 99 %
+                _pct(g["zeus_ok"], 2),
                 _pct(g["extra_ratio"]),
                 _pct(g["extra_ratio_zeus_decided"]),
                 _pct(g["deterministic"]),
@@ -225,8 +225,9 @@ def _plo_groups(groups: dict[str, dict[str, Any]]) -> str:
 
 def plo_generated(r: dict[str, Any]) -> str:
     """The power-limit comparison on generated profiles, overall and by selector, noise, epoch and GPU."""
+    noises = sum(label.startswith("noise=") for label in r["generated"])
     return _plo_groups(r["generated"]) + (
-        f"\n\n{r['profiles']} generated workloads × 4 selectors × 3 noise levels × epochs of "
+        f"\n\n{r['profiles']} generated workloads × 4 selectors × {noises} noise levels × epochs of "
         f"{', '.join(str(e) for e in r['epochs'])} steps (seed {r['seed']})."
     )
 
