@@ -115,3 +115,31 @@ def test_between_epochs_the_gpus_idle_and_the_next_step_starts_at_its_call(share
         replay.step()
     assert joules == pytest.approx(replay.idle_w * idle_s, rel=0.1)  # no queued step across the boundary
     assert replay.fidelity() < 0.05  # the step after it started when called
+
+
+def test_windows_measure_the_profiles_time_ratio_despite_the_loops_own_work(shared_data: Path) -> None:
+    """What the bound of ``MaxSlowdownConstraint`` hinges on: 225 W is 1.1005 × the 300 W step on BERT."""
+    replay = RealTimeReplay(shared_data / "power_limit_profiles" / "A40_bert-base-uncased_1gpu.csv")
+    truth = replay.truth()
+    with replay.install():
+        from zeus_core.device._nvidia import nvidia_gpus
+        from zeus_core.monitor._energy import ZeusMonitor
+
+        (gpu,) = nvidia_gpus(environ={})
+        monitor = ZeusMonitor(gpu_indices=[0], cpu_indices=[])
+        times = {}
+        for limit in (300, 225):
+            gpu.set_power_limit(limit)
+            replay.step()  # the first step at the limit: not measured
+            windows = []
+            for _ in range(3):  # a late wake-up only lengthens a window: the shortest of three
+                monitor.begin_window("w")
+                for _ in range(10):
+                    replay.step()
+                    time.sleep(0.002)  # the loop's own work between steps (10 % of a step)
+                windows.append(monitor.end_window("w").time)
+            times[limit] = min(windows)
+        monitor.close()
+    measured, true = times[225] / times[300], truth[225][0] / truth[300][0]
+    assert true == pytest.approx(1.1005, abs=5e-5)
+    assert measured == pytest.approx(true, rel=0.004)  # added to every step, the work would give 1.091
