@@ -89,7 +89,7 @@ def test_both_optimizers_run_zeus_loop_on_one_replay_and_ours_costs_less(
     saved = sys.modules.get("pynvml")
     bind_zeus(fake)
     try:
-        case = replay_bench.run_case(fake, path, "Energy", top_step_s=0.005)
+        case = replay_bench.run_case(fake, path, "Energy", top_step_s=0.01)
     finally:
         if saved is not None:
             sys.modules["pynvml"] = saved
