@@ -23,6 +23,7 @@ Usage::
     nice -n 10 python benchmarks/power_limit_replay.py               # 24 cases, about 10 minutes
     nice -n 10 python benchmarks/power_limit_replay.py --repeats 3
     python benchmarks/power_limit_replay.py --profiles A40_resnet50_1gpu --selectors Energy
+    python benchmarks/power_limit_replay.py --load 2    # two CPU-bound processes beside the run
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import logging
 import statistics
+import subprocess
 import sys
 import time
 import warnings
@@ -292,6 +294,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--epoch", type=int, default=EPOCH, help=f"steps per epoch (default {EPOCH})")
     parser.add_argument("--trace", action="store_true", help="keep the samples of our runs that miss")
     parser.add_argument(
+        "--load", type=int, default=0, metavar="N", help="N CPU-bound processes beside the run (default 0)"
+    )
+    parser.add_argument(
         "--json", type=Path, default=None, metavar="PATH", help="also write the results as JSON"
     )
     args = parser.parse_args(argv)
@@ -311,13 +316,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{'ours: W':>9} {'steps':>5} {'waste':>7} | "
         f"{'Zeus: W':>9} {'steps':>5} {'waste':>7}"
     )
-    cases = run_grid(paths, labels, args.repeats, args.epoch, args.trace)
+    # A loaded machine, as a data loader's workers make it: the optimizer's threads then wait for CPU.
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]
+    try:
+        cases = run_grid(paths, labels, args.repeats, args.epoch, args.trace)
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
     print()
     print(report(cases))
     payload = {
         "benchmark": "power_limit_replay",
         "epoch_steps": args.epoch,
         "repeats": args.repeats,
+        "cpu_load_processes": args.load,
         "summary": summarize(cases),
         "cases": [
             {

@@ -258,7 +258,12 @@ def plo_replay(r: dict[str, Any]) -> str:
     rows.append(["steps above 5 ms", str(o["overhead_ms"]["above_5ms"]), str(z["overhead_ms"]["above_5ms"])])
     return table(["", "ours", "zeus 0.16"], rows, [False, True, True]) + (
         f"\n\n{n} cases: the six measured A40 profiles × Time, Energy, ZeusCost(0.5), MaxSlowdown(1.1)"
-        f"{' × ' + str(r['repeats']) + ' runs' if r.get('repeats', 1) > 1 else ''}, on the wall clock."
+        f"{' × ' + str(r['repeats']) + ' runs' if r.get('repeats', 1) > 1 else ''}, on the wall clock"
+        + (
+            f", with {r['cpu_load_processes']} CPU-bound processes beside it."
+            if r.get("cpu_load_processes")
+            else "."
+        )
     )
 
 
@@ -567,6 +572,7 @@ TABLES: dict[str, dict[str, Callable[[dict[str, Any]], str]]] = {
     },
     "power_limit_generated": {"generated": plo_generated, "measured": plo_measured},
     "power_limit_replay": {"table": plo_replay, "cases": plo_replay_cases},
+    "power_limit_replay_loaded": {"table": plo_replay},
     "nsdi23": {"costs": nsdi23_costs, "generated": nsdi23_generated, "slack": nsdi23_slack},
     "perseus_planner": {"planner": perseus_planner, "extrinsic": perseus_extrinsic},
     "perseus_scale": {"scale": perseus_scale},
