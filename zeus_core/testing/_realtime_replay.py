@@ -56,8 +56,7 @@ class _Sleeper:
     """Sleeps for a duration, right on the median: ``time.sleep`` overshoots by about 0.1 ms.
 
     The median overshoot of the last 64 sleeps (at most ``_MAX_CORRECTION_S``) is slept less, so
-    a typical step lasts its time and a late wake-up (the machine's other work) makes it longer,
-    as a stall would, never shorter. Spinning instead would hold the GIL, and another Python
+    the host typically wakes when its step ends. Spinning instead would hold the GIL, and another Python
     thread (a monitor's background reader) would then delay the wake-up by up to the switch
     interval (5 ms): the wait sleeps, so such threads run in it.
     """
@@ -65,8 +64,8 @@ class _Sleeper:
     def __init__(self) -> None:
         self._overshoots: deque[float] = deque(maxlen=64)
 
-    def sleep(self, seconds: float) -> float:
-        """Sleep about ``seconds``; returns the time actually slept, s."""
+    def sleep(self, seconds: float) -> None:
+        """Sleep about ``seconds``."""
         correction = min(statistics.median(self._overshoots), _MAX_CORRECTION_S) if self._overshoots else 0.0
         asked = max(seconds - correction, 0.0)
         start = time.perf_counter()
@@ -75,7 +74,6 @@ class _Sleeper:
         slept = time.perf_counter() - start
         if asked > 0:
             self._overshoots.append(slept - asked)
-        return slept
 
 
 _SLEEPER = _Sleeper()  # one per process: what it learns holds for every replay
@@ -88,6 +86,11 @@ class _QueuedGPU(FakeDevice):
         super().__init__(spec, index, now)
         self.idle_w = idle_w
         self.busy_until = now
+
+    def draw(self, now: float, watts: float, until: float) -> None:
+        """Draw ``watts`` from ``now`` (or the last reading, if later) until ``until``, then idle."""
+        self.accumulate(max(now, self._last))
+        self.power_w, self.busy_until = watts, until
 
     def accumulate(self, now: float) -> None:
         if self._last < self.busy_until < now:
@@ -193,13 +196,14 @@ class RealTimeReplay:
         limit = self.limit_w
         t, powers = self.step_at(limit)
         now = self.fake.clock()
-        previous_end = now if self._end is None else self._end
-        start = now if self._end is None else max(self._end, self._called)
+        if self._end is None:  # the GPUs were idle: the step starts now
+            previous_end = start = now
+        else:
+            previous_end, start = self._end, max(self._end, self._called)
         end = start + t
         for dev, watts in zip(self._gpus, powers):
-            dev.accumulate(max(now, dev._last))  # the queued step so far drew the last step's power
-            dev.power_w = watts
-            dev.busy_until = max(end, now) + t  # the next step is queued when this call returns
+            # the queued step so far drew the last step's power; the next is queued when this call returns
+            dev.draw(now, watts, until=max(end, now) + t)
         self._periods.setdefault(limit, []).append(end - previous_end)
         self._end, self._called = end, now
         self.steps += 1
@@ -210,8 +214,7 @@ class RealTimeReplay:
         """Time between epochs (evaluation, checkpoints): the GPUs finish the last step, then idle."""
         last_end = self.fake.clock() if self._end is None else self._end
         for dev in self._gpus:
-            dev.accumulate(max(last_end, dev._last))  # busy until the last step's end
-            dev.power_w, dev.busy_until = self.idle_w, dev._last
+            dev.draw(last_end, self.idle_w, until=last_end)  # busy until the last step's end
         self._end = None
         self._sleeper.sleep(seconds)
 
