@@ -30,6 +30,7 @@ Usage::
 
     python benchmarks/power_limit_generated.py                 # 48 profiles (about 2-4 minutes)
     python benchmarks/power_limit_generated.py --profiles 200  # the full grid
+    python benchmarks/power_limit_generated.py --seeds 5       # 5 seeds pooled (as on the docs page)
     python benchmarks/power_limit_generated.py   # --a40 DIR for other measured profiles
 """
 
@@ -335,6 +336,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profiles", type=int, default=48, help="generated profiles (default 48; full: 200)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the profiles and the noise")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="run the grid this many times, seeds --seed, --seed + 1, ... (new profiles and noise each); "
+        "the tables pool them and the JSON keeps each seed's figures",
+    )
     parser.add_argument("--a40", type=Path, default=DATA, help="folder of measured A40 profile CSVs")
     parser.add_argument("--epochs", type=int, nargs="*", default=list(EPOCHS), help="epoch lengths, steps")
     parser.add_argument(
@@ -345,17 +353,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.simplefilter("ignore")
     console.set_enabled(False)
     start = time.perf_counter()
-    workloads = [(f"gen{i}", w) for i, w in enumerate(generate(args.profiles, args.seed))]
-    cases = run_grid(workloads, epochs=args.epochs, seed=args.seed)
+    seeds = list(range(args.seed, args.seed + max(1, args.seeds)))
+    measured = measured_workloads(args.a40) if args.a40.is_dir() else []
+    by_seed: dict[int, tuple[list[Case], list[Case]]] = {}
+    for seed in seeds:  # each seed: its own profiles and noise (the measured profiles: their noise)
+        workloads = [(f"gen{i}", w) for i, w in enumerate(generate(args.profiles, seed))]
+        by_seed[seed] = (
+            run_grid(workloads, epochs=args.epochs, seed=seed),
+            run_grid(measured, epochs=args.epochs, seed=seed) if measured else [],
+        )
+    cases = [c for gen, _ in by_seed.values() for c in gen]
+    a40 = [c for _, m in by_seed.values() for c in m]
     print(
         f"Generated profiles: {args.profiles} workloads × {len(SELECTORS)} selectors × {len(NOISES)} noise "
-        f"levels × epochs {args.epochs}; ours vs zeus==0.16.0 on a fake NVML GPU\n"
+        f"levels × epochs {args.epochs} × seeds {seeds}; ours vs zeus==0.16.0 on a fake NVML GPU\n"
     )
     print(report(cases))
-    measured = measured_workloads(args.a40) if args.a40.is_dir() else []
-    a40: list[Case] = []
+    if len(seeds) > 1:
+        print("\nWithin 1 % per seed, ours / Zeus:")
+        for seed, (gen, _) in by_seed.items():
+            s = summarize(gen)
+            print(f"  seed {seed}: {s['ours_ok']:.2%} / {s['zeus_ok']:.2%}")
     if measured:
-        a40 = run_grid(measured, epochs=args.epochs, seed=args.seed)
         print(f"\nMeasured A40 profiles ({len(measured)}, {args.a40}):\n")
         print(report(a40))
     else:
@@ -364,10 +383,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "benchmark": "power_limit_generated",
         "profiles": args.profiles,
         "seed": args.seed,
+        "seeds": seeds,
         "epochs": args.epochs,
         "generated": _groups(cases),
+        "generated_per_seed": {str(seed): summarize(gen) for seed, (gen, _) in by_seed.items()},
         "measured_a40": _groups(a40) if a40 else None,
-        "misses": [_miss(c) for c in cases + a40 if not c.ours.ok],
+        "misses": [
+            {"seed": seed, **_miss(c)} for seed, (gen, m) in by_seed.items() for c in gen + m if not c.ours.ok
+        ],
     }
     print(f"\n({time.perf_counter() - start:.0f} s)")
     if args.json:

@@ -226,9 +226,20 @@ def _plo_groups(groups: dict[str, dict[str, Any]]) -> str:
 def plo_generated(r: dict[str, Any]) -> str:
     """The power-limit comparison on generated profiles, overall and by selector, noise, epoch and GPU."""
     noises = sum(label.startswith("noise=") for label in r["generated"])
-    return _plo_groups(r["generated"]) + (
+    seeds = r.get("seeds") or [r["seed"]]
+    text = (
         f"\n\n{r['profiles']} generated workloads × 4 selectors × {noises} noise levels × epochs of "
-        f"{', '.join(str(e) for e in r['epochs'])} steps (seed {r['seed']})."
+        f"{', '.join(str(e) for e in r['epochs'])} steps, "
+    )
+    per_seed = r.get("generated_per_seed") or {}
+    if len(seeds) == 1 or not per_seed:
+        return _plo_groups(r["generated"]) + text + f"seed {seeds[0]}."
+    figures = ", ".join(f"{_pct(g['ours_ok'], 2)} (seed {k})" for k, g in per_seed.items())
+    return (
+        _plo_groups(r["generated"])
+        + text
+        + f"for each of {len(seeds)} seeds (new profiles and noise each), pooled. Within 1 % per seed, "
+        + f"ours: {figures}."
     )
 
 
@@ -236,7 +247,7 @@ def plo_measured(r: dict[str, Any]) -> str:
     """The same grid on the measured A40 profiles (virtual clock, generated noise)."""
     if not r.get("measured_a40"):
         raise ResultsMissing("power_limit_generated.json holds no measured A40 cases")
-    return _plo_groups(r["measured_a40"]) + "\n\nThe measured A40 profiles, same grid."
+    return _plo_groups(r["measured_a40"]) + "\n\nThe measured A40 profiles, same grid and seeds."
 
 
 def plo_replay(r: dict[str, Any]) -> str:

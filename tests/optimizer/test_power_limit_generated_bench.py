@@ -1,0 +1,55 @@
+"""``benchmarks/power_limit_generated.py`` over several seeds: each seed its own grid, the tables pooled."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+pytest.importorskip("zeus", reason="the benchmark runs zeus==0.16.0 beside ours (the dev extra)")
+
+
+def _hook_tables():
+    path = REPO_ROOT / "docs" / "_hooks" / "benchmark_tables.py"
+    spec = importlib.util.spec_from_file_location("docs_hook_tables_for_plo", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_two_seeds_are_run_apart_and_pooled(tmp_path: Path) -> None:
+    out = tmp_path / "generated.json"
+    # A process of its own: the bench binds published zeus to a fake NVML and a virtual clock for good.
+    env = {**os.environ, "ZEUS_SUITE_RUN_DIR": str(tmp_path / "run"), "PYTHONPATH": str(REPO_ROOT)}
+    script = REPO_ROOT / "benchmarks" / "power_limit_generated.py"
+    args = ["--profiles", "1", "--seeds", "2", "--seed", "3", "--epochs", "32", "--a40", str(tmp_path / "x")]
+    done = subprocess.run(
+        [sys.executable, str(script), *args, "--json", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "seed 3:" in done.stdout and "seed 4:" in done.stdout  # each seed's figure is printed
+    results = json.loads(out.read_text())["results"]
+    assert results["seeds"] == [3, 4]
+    per_seed = results["generated_per_seed"]
+    assert sorted(per_seed) == ["3", "4"]
+    # 1 profile × 4 selectors × 2 noise levels × 1 epoch length per seed, pooled into one table.
+    assert [per_seed[s]["cases"] for s in ("3", "4")] == [8, 8]
+    pooled = results["generated"]["all"]
+    assert pooled["cases"] == 16
+    assert pooled["ours_ok"] == pytest.approx((per_seed["3"]["ours_ok"] + per_seed["4"]["ours_ok"]) / 2)
+    assert all(m["seed"] in (3, 4) for m in results["misses"])
+    text = _hook_tables().plo_generated(results)
+    assert "for each of 2 seeds" in text and "(seed 3)" in text and "(seed 4)" in text
