@@ -369,10 +369,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"levels × epochs {args.epochs} × seeds {seeds}; ours vs zeus==0.16.0 on a fake NVML GPU\n"
     )
     print(report(cases))
+    per_seed = {seed: summarize(gen) for seed, (gen, _) in by_seed.items()}
     if len(seeds) > 1:
         print("\nWithin 1 % per seed, ours / Zeus:")
-        for seed, (gen, _) in by_seed.items():
-            s = summarize(gen)
+        for seed, s in per_seed.items():
             print(f"  seed {seed}: {s['ours_ok']:.2%} / {s['zeus_ok']:.2%}")
     if measured:
         print(f"\nMeasured A40 profiles ({len(measured)}, {args.a40}):\n")
@@ -386,7 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "seeds": seeds,
         "epochs": args.epochs,
         "generated": _groups(cases),
-        "generated_per_seed": {str(seed): summarize(gen) for seed, (gen, _) in by_seed.items()},
+        "generated_per_seed": {str(seed): s for seed, s in per_seed.items()},
         "measured_a40": _groups(a40) if a40 else None,
         "misses": [
             {"seed": seed, **_miss(c)} for seed, (gen, m) in by_seed.items() for c in gen + m if not c.ours.ok

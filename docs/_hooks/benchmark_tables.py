@@ -226,20 +226,16 @@ def _plo_groups(groups: dict[str, dict[str, Any]]) -> str:
 def plo_generated(r: dict[str, Any]) -> str:
     """The power-limit comparison on generated profiles, overall and by selector, noise, epoch and GPU."""
     noises = sum(label.startswith("noise=") for label in r["generated"])
-    seeds = r.get("seeds") or [r["seed"]]
-    text = (
-        f"\n\n{r['profiles']} generated workloads × 4 selectors × {noises} noise levels × epochs of "
-        f"{', '.join(str(e) for e in r['epochs'])} steps, "
-    )
     per_seed = r.get("generated_per_seed") or {}
-    if len(seeds) == 1 or not per_seed:
-        return _plo_groups(r["generated"]) + text + f"seed {seeds[0]}."
-    figures = ", ".join(f"{_pct(g['ours_ok'], 2)} (seed {k})" for k, g in per_seed.items())
-    return (
-        _plo_groups(r["generated"])
-        + text
-        + f"for each of {len(seeds)} seeds (new profiles and noise each), pooled. Within 1 % per seed, "
-        + f"ours: {figures}."
+    if len(per_seed) > 1:
+        figures = ", ".join(f"{_pct(g['ours_ok'], 2)} (seed {k})" for k, g in per_seed.items())
+        seeds = f"for each of {len(per_seed)} seeds (new profiles and noise each), pooled. Within 1 % per "
+        seeds += f"seed, ours: {figures}."
+    else:
+        seeds = f"seed {r['seed']}."
+    return _plo_groups(r["generated"]) + (
+        f"\n\n{r['profiles']} generated workloads × 4 selectors × {noises} noise levels × epochs of "
+        f"{', '.join(str(e) for e in r['epochs'])} steps, {seeds}"
     )
 
 
