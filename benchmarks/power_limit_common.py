@@ -30,6 +30,7 @@ __all__ = [
     "excess",
     "bound_broken",
     "waste",
+    "informed_choice",
     "bind_zeus",
 ]
 
@@ -58,13 +59,13 @@ def zeus_selector(label: str, world_size: int = 1) -> Any:
     }[label]()
 
 
-def _costs(label: str, truth: Truth, gpus: int) -> dict[float, float]:
-    """Selector cost of one step at each limit (Time, Energy, ZeusCost)."""
+def _costs(label: str, truth: Truth, gpus: int, top_w: float | None = None) -> dict[float, float]:
+    """Selector cost of one step at each limit (Time, Energy, ZeusCost; ``top_w``: the highest limit, W)."""
     if label == "Time":
         return {w: t for w, (t, _) in truth.items()}
     if label == "Energy":
         return {w: e for w, (_, e) in truth.items()}
-    max_power = max(truth) * gpus
+    max_power = (top_w or max(truth)) * gpus
     return {w: 0.5 * e + 0.5 * max_power * t for w, (t, e) in truth.items()}
 
 
@@ -94,6 +95,39 @@ def bound_broken(label: str, truth: Truth, chosen: float | None) -> bool:
     if chosen is None or not label.startswith("MaxSlowdown"):
         return False
     return truth[chosen][0] > SLOWDOWN * truth[max(truth)][0] * (1 + 1e-9)
+
+
+def informed_choice(
+    label: str, truth: Truth, draw: Callable[[float], tuple[float, float]], budget: int, warmup: int = 10
+) -> float:
+    """What the noise alone allows within ``budget`` steps: a choice that knows where to look, W.
+
+    It knows the optimum (from ``truth``), so it measures only the limits the choice hinges on: the
+    optimum, the limits on either side of it and, for MaxSlowdown, the highest limit (the reference).
+    Each gets one visit: ``warmup`` steps drawn and dropped, then an equal share of the rest of
+    the budget (one step is Zeus's wait). ``draw(limit)`` gives one step's busy time (s) and power (W);
+    a stall's idle time is not part of it, so stalls are dropped exactly. From these measurements it
+    chooses as the selector would. It is not an optimizer (it needs the answer to know where to look):
+    it shows how often noise alone misleads a choice made within Zeus's budget.
+    """
+    limits = sorted(truth, reverse=True)
+    i = limits.index(optimal(label, truth))
+    watch = limits[max(0, i - 1) : i + 2]
+    if label.startswith("MaxSlowdown") and limits[0] not in watch:
+        watch.insert(0, limits[0])
+    per = max(1, (budget - 1 - warmup * len(watch)) // len(watch))
+    measured: Truth = {}
+    for w in watch:
+        for _ in range(warmup):
+            draw(w)
+        steps = [draw(w) for _ in range(per)]
+        measured[w] = (sum(t for t, _ in steps) / per, sum(t * p for t, p in steps) / per)
+    if label.startswith("MaxSlowdown"):
+        allowed = SLOWDOWN * measured[limits[0]][0]
+        feasible = [w for w in watch if measured[w][0] <= allowed] or [limits[0]]
+        return min(feasible, key=lambda w: (measured[w][1], -w))
+    cost = _costs(label, measured, 1, top_w=limits[0])
+    return min(cost, key=lambda w: (cost[w], -w))
 
 
 def waste(label: str, truth: Truth, steps_at: dict[float, int], gpus: int = 1) -> float:

@@ -204,6 +204,7 @@ def _plo_groups(groups: dict[str, dict[str, Any]]) -> str:
                 _pct(g["zeus_in_budget"]),
                 _pct(g["ours_ok"], 2),  # two digits: 98.96 % is not 99 %
                 _pct(g["zeus_ok"], 2),
+                _pct(g["informed_ok"], 2) if "informed_ok" in g else "—",
                 _pct(g["extra_ratio"]),
                 _pct(g["extra_ratio_zeus_decided"]),
                 _pct(g["deterministic"]),
@@ -216,6 +217,7 @@ def _plo_groups(groups: dict[str, dict[str, Any]]) -> str:
         "Zeus",
         "within 1 %: ours",
         "Zeus",
+        "informed",
         "extra cost ours/Zeus: all",
         "where Zeus decided",
         "same twice",
@@ -231,6 +233,9 @@ def plo_generated(r: dict[str, Any]) -> str:
         figures = ", ".join(f"{_pct(g['ours_ok'], 2)} (seed {k})" for k, g in per_seed.items())
         seeds = f"for each of {len(per_seed)} seeds (new profiles and noise each), pooled. Within 1 % per "
         seeds += f"seed, ours: {figures}."
+        if all("informed_ok" in g for g in per_seed.values()):
+            informed = ", ".join(f"{_pct(g['informed_ok'], 2)} (seed {k})" for k, g in per_seed.items())
+            seeds += f" Informed: {informed}."
     else:
         seeds = f"seed {r['seed']}."
     return _plo_groups(r["generated"]) + (

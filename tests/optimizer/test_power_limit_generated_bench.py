@@ -1,4 +1,4 @@
-"""``benchmarks/power_limit_generated.py`` over several seeds: each seed its own grid, the tables pooled."""
+"""``benchmarks/power_limit_generated.py``: seeds run apart and pooled; the informed reference beside ours."""
 
 from __future__ import annotations
 
@@ -53,3 +53,50 @@ def test_two_seeds_are_run_apart_and_pooled(tmp_path: Path) -> None:
     assert all(m["seed"] in (3, 4) for m in results["misses"])
     text = _hook_tables().plo_generated(results)
     assert "for each of 2 seeds" in text and "(seed 3)" in text and "(seed 4)" in text
+    assert "informed_ok" in pooled and all("informed_ok" in per_seed[s] for s in ("3", "4"))
+    assert "Informed:" in text
+
+
+def _truth_and_draws(workload, counts: dict[float, int]):
+    truth = {w: (t, t * p) for w, (t, p) in ((w, workload.step(w)) for w in workload.gpu.limits())}
+
+    def draw(limit: float) -> tuple[float, float]:
+        counts[limit] = counts.get(limit, 0) + 1
+        return workload.step(limit)
+
+    return truth, draw
+
+
+@pytest.mark.parametrize("label", ["Time", "Energy", "ZeusCost(0.5)", "MaxSlowdown(1.1)"])
+def test_informed_reference_looks_only_around_the_optimum_within_the_budget(label: str) -> None:
+    from benchmarks.power_limit_common import informed_choice, optimal
+    from zeus_core.testing import generate
+
+    for workload in generate(8, seed=5):
+        counts: dict[float, int] = {}
+        truth, draw = _truth_and_draws(workload, counts)
+        limits = sorted(truth, reverse=True)
+        budget = 1 + 50 * len(limits)
+        best = optimal(label, truth)
+        # Without noise its measurements are the truth, so it finds the optimum...
+        assert informed_choice(label, truth, draw, budget) == best
+        # ... having measured only the optimum, its neighbours and (for the bound) the highest limit.
+        i = limits.index(best)
+        allowed = set(limits[max(0, i - 1) : i + 2]) | ({limits[0]} if label.startswith("Max") else set())
+        assert set(counts) <= allowed and best in counts
+        assert sum(counts.values()) <= budget - 1
+
+
+def test_informed_reference_chooses_from_what_it_measured() -> None:
+    from benchmarks.power_limit_common import informed_choice, optimal
+    from zeus_core.testing import generate
+
+    workload = generate(1, seed=2)[0]
+    truth, _ = _truth_and_draws(workload, {})
+    best = optimal("Time", truth)
+
+    def slow_at_best(limit: float) -> tuple[float, float]:
+        t, p = workload.step(limit)
+        return (t * 1.2, p) if limit == best else (t, p)  # a draw that misleads it about the optimum
+
+    assert informed_choice("Time", truth, slow_at_best, 1 + 50 * len(truth)) != best
