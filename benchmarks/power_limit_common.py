@@ -108,7 +108,8 @@ def informed_choice(
     the budget (one step is Zeus's wait). ``draw(limit)`` gives one step's busy time (s) and power (W);
     a stall's idle time is not part of it, so stalls are dropped exactly. From these measurements it
     chooses as the selector would. It is not an optimizer (it needs the answer to know where to look):
-    it shows how often noise alone misleads a choice made within Zeus's budget.
+    it shows how often noise alone misleads a choice made within Zeus's budget. Nor is it a strict
+    bound: it splits the budget evenly, so an optimizer that adapts can beat it on some seeds.
     """
     limits = sorted(truth, reverse=True)
     i = limits.index(optimal(label, truth))

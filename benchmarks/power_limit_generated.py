@@ -28,7 +28,8 @@ Reported, per optimizer:
 * *informed* (within 1 %): what the noise alone allows within the budget: a choice that knows the
   optimum, so it measures only the limits around it (and the highest, for MaxSlowdown), one visit
   each with Zeus's warm-up, the budget split among them, stalls dropped exactly
-  (:func:`benchmarks.power_limit_common.informed_choice`). Not an optimizer: a ceiling for one.
+  (:func:`benchmarks.power_limit_common.informed_choice`). Not an optimizer, and not a strict
+  bound either: it does not adapt, so an optimizer that does can beat it on a seed.
 
 Usage::
 
