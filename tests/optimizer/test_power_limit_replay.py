@@ -127,19 +127,26 @@ def test_windows_measure_the_profiles_time_ratio_despite_the_loops_own_work(shar
 
         (gpu,) = nvidia_gpus(environ={})
         monitor = ZeusMonitor(gpu_indices=[0], cpu_indices=[])
-        times = {}
-        for limit in (300, 225):
-            gpu.set_power_limit(limit)
-            replay.step()  # the first step at the limit: not measured
-            windows = []
-            for _ in range(3):  # a late wake-up only lengthens a window: the shortest of three
-                monitor.begin_window("w")
-                for _ in range(10):
-                    replay.step()
-                    time.sleep(0.002)  # the loop's own work between steps (10 % of a step)
-                windows.append(monitor.end_window("w").time)
-            times[limit] = min(windows)
+        true = truth[225][0] / truth[300][0]
+        assert true == pytest.approx(1.1005, abs=5e-5)
+        ratios = []
+        # On a busy 2-core runner a stretch of lost CPU can lengthen every window of one limit; the
+        # loop's work added to every step would give 1.091 on every attempt, so up to three attempts.
+        for _ in range(3):
+            times = {}
+            for limit in (300, 225):
+                gpu.set_power_limit(limit)
+                replay.step()  # the first step at the limit: not measured
+                windows = []
+                for _ in range(3):  # a late wake-up only lengthens a window: the shortest of three
+                    monitor.begin_window("w")
+                    for _ in range(10):
+                        replay.step()
+                        time.sleep(0.002)  # the loop's own work between steps (10 % of a step)
+                    windows.append(monitor.end_window("w").time)
+                times[limit] = min(windows)
+            ratios.append(times[225] / times[300])
+            if ratios[-1] == pytest.approx(true, rel=0.004):
+                break
         monitor.close()
-    measured, true = times[225] / times[300], truth[225][0] / truth[300][0]
-    assert true == pytest.approx(1.1005, abs=5e-5)
-    assert measured == pytest.approx(true, rel=0.004)  # added to every step, the work would give 1.091
+    assert ratios[-1] == pytest.approx(true, rel=0.004), f"time ratios measured: {ratios}, true {true:.4f}"
