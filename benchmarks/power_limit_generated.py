@@ -132,7 +132,7 @@ class Case:
     ours: Outcome
     zeus: Outcome
     repeat_same: bool
-    informed_ok: bool = False
+    informed_ok: bool
     """The informed reference's choice (:func:`informed_choice`) is within 1 % of the optimum."""
     extra: dict[str, Any] = field(default_factory=dict)
 
