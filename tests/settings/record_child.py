@@ -80,7 +80,10 @@ def _worker_saw(worker_id: int) -> None:
         "sighup_default": signal.getsignal(signal.SIGHUP) == signal.SIG_DFL,
         "armed": [r.what for r in _restore_hooks._state.armed],
     }
-    print(f"WORKER {json.dumps(seen)}", flush=True)
+    # One write(2) per line: the two workers print at once, and print() may write the text and its
+    # newline separately, which interleaved their lines on a busy runner ("{...}WORKER {...}").
+    sys.stdout.flush()
+    os.write(sys.stdout.fileno(), f"WORKER {json.dumps(seen)}\n".encode())
 
 
 def forks() -> None:
