@@ -44,8 +44,10 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import faulthandler
 import inspect
 import os
+import signal
 import sys
 import tempfile
 import textwrap
@@ -251,6 +253,9 @@ def run_batch(out_dir: Path, paths: list[str], parallel: int, timeout_s: float) 
 
 
 def main() -> None:
+    # SIGUSR1 prints every thread's stack (run_torchrun sends it to a job that hangs), here and in
+    # the processes forked from here (DataLoader workers).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     if sys.argv[1] == "--batch":  # --batch OUT_DIR PARALLEL TIMEOUT_S SNIPPET...
         run_batch(Path(sys.argv[2]), sys.argv[5:], int(sys.argv[3]), float(sys.argv[4]))
         return
