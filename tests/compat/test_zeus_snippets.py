@@ -98,7 +98,7 @@ def test_runs_under_torchrun(item: Item, tmp_path: Path) -> None:
     code = run_torchrun(item, tmp_path)
     output = (tmp_path / f"{item.name}.log").read_text()
     if code == -9:
-        # One CI run in many (never in 200 runs here) saw this job stop making progress in its
+        # One CI run in many (never in 450 runs here) saw this job stop making progress in its
         # second epoch. The stacks its processes printed are kept in a warning; a second hang fails.
         warnings.warn(f"{item.name} hung once; its processes' stacks:\n{output[-12000:]}", stacklevel=1)
         code = run_torchrun(item, tmp_path / "again")

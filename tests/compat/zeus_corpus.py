@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import re
 import signal
 import subprocess
@@ -29,6 +28,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import psutil
 
 HERE = Path(__file__).resolve().parent
 SNIPPETS = HERE / "zeus_snippets"
@@ -148,29 +149,14 @@ def run_torchrun(item: Item, out_dir: Path, timeout_s: float = 240.0) -> int:
             # A job that hangs: the ranks and their DataLoader workers print their threads' stacks
             # into the log (SIGUSR1, see zeus_runner), then the whole tree is killed, leaving no
             # orphan (torchrun starts each rank in a session of its own).
-            tree = _descendants(job.pid)
-            for pid in tree:
-                with contextlib.suppress(OSError):
-                    if "zeus_runner" in Path(f"/proc/{pid}/cmdline").read_text():
-                        os.kill(pid, signal.SIGUSR1)
+            tree = psutil.Process(job.pid).children(recursive=True)
+            for proc in tree:
+                with contextlib.suppress(psutil.Error):
+                    if any("zeus_runner" in arg for arg in proc.cmdline()):
+                        proc.send_signal(signal.SIGUSR1)
             time.sleep(3)
-            for pid in [job.pid, *tree]:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
+            for proc in [psutil.Process(job.pid), *tree]:
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
             job.wait()
             return -9
-
-
-def _descendants(pid: int) -> list[int]:
-    """The processes below ``pid`` (Linux ``/proc``), children first."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
