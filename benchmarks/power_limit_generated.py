@@ -35,7 +35,7 @@ Usage::
 
     python benchmarks/power_limit_generated.py                 # 48 profiles (about 2-4 minutes)
     python benchmarks/power_limit_generated.py --profiles 200  # the full grid
-    python benchmarks/power_limit_generated.py --seeds 5       # 5 seeds pooled (as on the docs page)
+    python benchmarks/power_limit_generated.py --seeds 20      # 20 seeds pooled (as on the docs page, 30 min)
     python benchmarks/power_limit_generated.py   # --a40 DIR for other measured profiles
 """
 

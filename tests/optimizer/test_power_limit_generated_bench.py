@@ -55,6 +55,16 @@ def test_two_seeds_are_run_apart_and_pooled(tmp_path: Path) -> None:
     assert "for each of 2 seeds" in text and "(seed 3)" in text and "(seed 4)" in text
     assert "informed_ok" in pooled and all("informed_ok" in per_seed[s] for s in ("3", "4"))
     assert "Informed:" in text
+    # The noise floor replays the same grid: its informed reference must miss exactly what this one did.
+    from benchmarks import power_limit_noise_floor
+
+    floor_json = tmp_path / "floor.json"
+    assert power_limit_noise_floor.main(["--results", str(out), "--json", str(floor_json)]) == 0
+    floor = json.loads(floor_json.read_text())["results"]
+    assert floor["cases"] == 16 and floor["allowed_misses"] == 0
+    ours_missed = round(16 * (1 - pooled["ours_ok"]))
+    assert sum(row["ours"] for row in floor["rows"]) == ours_missed
+    assert [row["ideal"] is None for row in floor["rows"]] == [True, True, True, False]
 
 
 def _truth_and_draws(workload, counts: dict[float, int]):
@@ -100,3 +110,51 @@ def test_informed_reference_chooses_from_what_it_measured() -> None:
         return (t * 1.2, p) if limit == best else (t, p)  # a draw that misleads it about the optimum
 
     assert informed_choice("Time", truth, slow_at_best, 1 + 50 * len(truth)) != best
+
+
+def test_ideal_reference_measures_only_the_optimum_and_the_highest_limit() -> None:
+    from benchmarks.power_limit_common import ideal_slowdown_choice, optimal
+    from zeus_core.testing import generate
+
+    for workload in generate(8, seed=5):
+        counts: dict[float, int] = {}
+        truth, draw = _truth_and_draws(workload, counts)
+        budget = 1 + 50 * len(truth)
+        best = optimal("MaxSlowdown(1.1)", truth)
+        assert ideal_slowdown_choice(truth, draw, budget) == best  # without noise: the optimum
+        assert set(counts) <= {max(truth), best} and sum(counts.values()) <= budget - 1
+
+
+def test_ideal_reference_falls_back_to_the_next_higher_limit() -> None:
+    from benchmarks.power_limit_common import ideal_slowdown_choice, optimal
+    from zeus_core.testing import generate
+
+    checked = 0
+    for workload in generate(8, seed=5):
+        truth, _ = _truth_and_draws(workload, {})
+        best = optimal("MaxSlowdown(1.1)", truth)
+        limits = sorted(truth, reverse=True)
+        if best == limits[0]:
+            continue
+        checked += 1
+
+        def slow_at_best(limit: float) -> tuple[float, float]:
+            t, p = workload.step(limit)
+            return (t * 1.2, p) if limit == best else (t, p)  # measured beyond the bound
+
+        next_higher = limits[limits.index(best) - 1]
+        assert ideal_slowdown_choice(truth, slow_at_best, 1 + 50 * len(truth)) == next_higher
+    assert checked >= 4
+
+
+def test_noise_floor_counts_each_choice_once_per_epoch_length() -> None:
+    from benchmarks.power_limit_noise_floor import floor
+
+    rows = floor(profiles=2, seeds=[1], epochs=3)
+    assert list(rows) == ["Time", "Energy", "ZeusCost(0.5)", "MaxSlowdown(1.1)"]
+    for label, row in rows.items():
+        assert row["cases"] == 2 * 2 * 3  # profiles × noise levels × epoch lengths
+        assert row["informed"] % 3 == 0 and row["ideal"] % 3 == 0
+        assert row["informed"] <= row["cases"] // 2  # the noise-free half is always right
+        if not label.startswith("Max"):
+            assert row["ideal"] == 0
