@@ -69,7 +69,7 @@ from zeus_core.testing import MeasuredProfile, VirtualClock  # noqa: E402
 from zeus_core.testing._fake_nvml import FakeDevice, FakeGPUSpec, FakeNVML  # noqa: E402
 from zeus_core.testing._power_limit_generator import GPUS, GpuModel, NoisyRun, StepNoise, generate  # noqa: E402
 
-__all__ = ["Case", "Outcome", "run_grid", "summarize", "main"]
+__all__ = ["Case", "Outcome", "noise_free_truth", "run_grid", "summarize", "main"]
 
 EPOCHS = (32, 100, 1000)
 NOISES = {"none": StepNoise.none(), "5% jitter + stalls": StepNoise.realistic()}
@@ -137,7 +137,7 @@ class Case:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def _truth(w: Behavior) -> dict[float, tuple[float, float]]:
+def noise_free_truth(w: Behavior) -> dict[float, tuple[float, float]]:
     """Noise-free (time per step s, energy per step J) at each limit of the sweep."""
     return {lim: (t, t * p) for lim, (t, p) in ((lim, w.step(lim)) for lim in w.gpu.limits())}
 
@@ -238,7 +238,7 @@ def run_case(
 ) -> Case:
     """Both optimizers (ours twice) on one case."""
     gpu = workload.gpu
-    truth = _truth(workload)
+    truth = noise_free_truth(workload)
     best = optimal(label, truth)
     budget = 1 + 50 * len(gpu.limits())
     cap = 3 * budget

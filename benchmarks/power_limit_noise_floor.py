@@ -38,7 +38,7 @@ from benchmarks.power_limit_common import (  # noqa: E402
     ideal_slowdown_choice,
     informed_choice,
 )
-from benchmarks.power_limit_generated import NOISES, _truth  # noqa: E402
+from benchmarks.power_limit_generated import NOISES, noise_free_truth  # noqa: E402
 from zeus_core.testing._power_limit_generator import NoisyRun, generate  # noqa: E402
 
 __all__ = ["floor", "main"]
@@ -54,7 +54,7 @@ def floor(profiles: int, seeds: Sequence[int], epochs: int) -> dict[str, dict[st
     out = {label: {"cases": 0, "informed": 0, "ideal": 0} for label in SELECTORS}
     for seed in seeds:
         for i, workload in enumerate(generate(profiles, seed)):
-            truth = _truth(workload)
+            truth = noise_free_truth(workload)
             budget = 1 + 50 * len(workload.gpu.limits())
             for label, row in out.items():
                 for noise in NOISES.values():
