@@ -69,7 +69,7 @@ from zeus_core.testing import MeasuredProfile, VirtualClock  # noqa: E402
 from zeus_core.testing._fake_nvml import FakeDevice, FakeGPUSpec, FakeNVML  # noqa: E402
 from zeus_core.testing._power_limit_generator import GPUS, GpuModel, NoisyRun, StepNoise, generate  # noqa: E402
 
-__all__ = ["Case", "Outcome", "noise_free_truth", "run_grid", "summarize", "main"]
+__all__ = ["Case", "Outcome", "case_seed", "noise_free_truth", "run_grid", "summarize", "main"]
 
 EPOCHS = (32, 100, 1000)
 NOISES = {"none": StepNoise.none(), "5% jitter + stalls": StepNoise.realistic()}
@@ -264,6 +264,11 @@ def run_case(
     )  # fmt: skip
 
 
+def case_seed(seed: int, profile: int) -> int:
+    """The noise seed of the grid's cases of one profile (its index among the seed's profiles)."""
+    return seed * 100_003 + profile
+
+
 def run_grid(
     workloads: Sequence[tuple[str, Behavior]],
     selectors: Sequence[str] = tuple(SELECTORS),
@@ -278,7 +283,7 @@ def run_grid(
         for label in selectors:
             for noise in noises:
                 for epoch in epochs:
-                    cases.append(run_case(bench, name, w, label, noise, epoch, seed * 100_003 + i))
+                    cases.append(run_case(bench, name, w, label, noise, epoch, case_seed(seed, i)))
     return cases
 
 
