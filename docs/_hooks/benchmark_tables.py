@@ -347,6 +347,11 @@ def nsdi23_generated(r: dict[str, Any]) -> str:
         ["mean gap to the oracle", _pct(summary["ours_mean_gap"], 2), _pct(summary["zeus_mean_gap"], 2)],
         ["variants where ours ≤ Zeus", f"{summary['ours_at_most_zeus']} / {summary['pairs']}", ""],
         ["mean ours/Zeus", f"{summary['mean_ours_over_zeus']:.4f}", ""],
+        [
+            "variants where the default batch size with JIT power limits alone costs more than Default",
+            f"{summary['default_jit_costlier_than_default']} / {summary['pairs']}",
+            "",
+        ],
     ]
     seeds = g["seeds"]
     return (

@@ -385,6 +385,19 @@ def test_early_stop_threshold_and_should_stop():
     assert not bandit.should_stop(150.0, epoch=3, next_epoch_cost=40.0)
 
 
+def test_the_threshold_is_beta_times_the_best_arms_mean_not_its_luckiest_run():
+    # 64 is the best arm: 4 epochs on average at 25 J each, but one run needed only 2 and one 7.
+    epochs = [4, 2, 4, 4, 7]
+    obs = [Observation(32, 130.0, True, epochs=5)]
+    obs += [Observation(64, 25.0 * e, True, epochs=e) for e in epochs]
+    bandit = BatchSizeBandit(make_spec(beta_knob=2.0, num_pruning_rounds=0, window_size=0), obs)
+    assert bandit.summary()["best_converged_cost"] == pytest.approx(105.0)  # 64's mean, not its 50 J run
+    assert bandit.early_stop_threshold() == pytest.approx(210.0)
+    # Its next 7-epoch run (175 J) goes on; 2 × the luckiest run (100 J) would have stopped it at
+    # epoch 4 and charged a retry.
+    assert not any(bandit.should_stop(25.0 * e, epoch=e, next_epoch_cost=25.0) for e in range(7))
+
+
 def test_early_stopping_disabled_by_beta_none():
     bandit = BatchSizeBandit(make_spec(beta_knob=None, max_epochs=5), [Observation(32, 100.0, True)])
     assert bandit.early_stop_threshold() is None

@@ -160,3 +160,5 @@ def test_bad_arguments(toy):
         simulate(toy, DefaultPolicy(toy), seed=0, recurrences=0)
     with pytest.raises(ZeusConfigError, match="not in the"):
         FixedPolicy(toy, 16, 150)
+    with pytest.raises(ZeusConfigError, match="batch size 48 is not in the"):
+        FixedPolicy(toy, 48, None)

@@ -207,7 +207,8 @@ class FixedPolicy:
     Args:
         trace: The workload.
         batch_size: Batch size.
-        power_limit_w: Power limit, W.
+        power_limit_w: Power limit, W; ``None``: the just-in-time choice (profiled in the first
+            trial's first epoch, as ours and Zeus do).
 
     Example:
         >>> from zeus_core.simulate import load_nsdi23_traces
@@ -217,11 +218,17 @@ class FixedPolicy:
 
     name = "fixed"
 
-    def __init__(self, trace: WorkloadTrace, batch_size: int, power_limit_w: int) -> None:
-        if (batch_size, power_limit_w) not in trace.epochs:
-            raise ZeusConfigError(
-                f"FixedPolicy: ({batch_size}, {power_limit_w} W) is not in the {trace.workload.name} trace."
+    def __init__(self, trace: WorkloadTrace, batch_size: int, power_limit_w: int | None) -> None:
+        known = (
+            batch_size in trace.batch_sizes
+            if power_limit_w is None
+            else (batch_size, power_limit_w) in trace.epochs
+        )
+        if not known:
+            where = (
+                f"batch size {batch_size}" if power_limit_w is None else f"({batch_size}, {power_limit_w} W)"
             )
+            raise ZeusConfigError(f"FixedPolicy: {where} is not in the {trace.workload.name} trace.")
         self._choice = Choice(batch_size, power_limit_w)
         self._max_epochs = trace.workload.max_epochs
 

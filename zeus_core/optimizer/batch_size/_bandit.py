@@ -20,7 +20,7 @@ is described once, in docs/optimizers/batch-size.md; in short:
   cost), and exploration waits for the savings.
 * **Early stopping**: a trial stops once its cost, plus the cost of the fewest epochs it can
   still need (the fewest any converged trial took), passes ``beta_knob`` × the best converged
-  cost.
+  cost: the lowest mean converged cost of any arm.
 
 Phases (a :class:`Phase`) change only in :meth:`BatchSizeBandit.observe`: ``pruning`` ->
 ``thompson`` when the last of ``num_pruning_rounds`` rounds ends, or earlier after a round that
@@ -427,9 +427,18 @@ class BatchSizeBandit:
         return dict(self._cache["posteriors"])
 
     def _best_converged_cost(self) -> float | None:
+        """The lowest mean recurring cost of an arm's windowed converged trials, J (None: none yet).
+
+        An arm's mean, not the cheapest single trial: the minimum of many noisy runs falls as
+        trials accumulate, and beta_knob × a lucky run would stop the best arm's own slower runs.
+        """
         if "best" not in self._cache:
-            costs = [o.recurring_cost for b in self._history for o in self._window(b) if o.converged]
-            self._cache["best"] = min(costs) if costs else None
+            means = []
+            for b in self._history:
+                costs = [o.recurring_cost for o in self._window(b) if o.converged]
+                if costs:
+                    means.append(sum(costs) / len(costs))
+            self._cache["best"] = min(means) if means else None
         best: float | None = self._cache["best"]
         return best
 
@@ -440,7 +449,10 @@ class BatchSizeBandit:
 
     # ------------------------------------------------------- early stopping
     def early_stop_threshold(self) -> float | None:
-        """``beta_knob`` × the best converged cost so far, J; ``None`` before any or when disabled."""
+        """``beta_knob`` × the best converged cost so far, J; ``None`` before any or when disabled.
+
+        The best converged cost is the lowest mean of an arm's windowed converged trials.
+        """
         beta = self._spec.beta_knob
         best = self._best_converged_cost()
         if beta is None or best is None:

@@ -13,7 +13,8 @@ knob                 default   meaning
 eta_knob             0.5       weight of energy in the Zeus cost ``eta·ETA + (1-eta)·MaxPower·TTA``;
                                1 = only energy, 0 = only time. In ``[0, 1]``.
 beta_knob            2.0       early stopping: a trial whose accumulated cost exceeds
-                               ``beta_knob`` × the best converged cost so far is stopped and
+                               ``beta_knob`` × the best converged cost so far (the lowest mean
+                               of a batch size's converged trials) is stopped and
                                counts as failed; pruning also drops an arm that costs more than
                                that. Must be > 1; ``None`` disables both.
 window_size          10        only the last ``window_size`` observations of each arm feed its
